@@ -1,0 +1,266 @@
+"""Compile an :class:`Instance` into the dense integer form the solvers see.
+
+Times become ticks relative to ``instance.now_s`` (durations rounded up, so a
+compiled schedule is never shorter than reality), ids become indices, every
+action gets its list of :class:`Option` s: one per (mode, placement). Results are
+mapped back to ids and seconds in one place, :meth:`Compiled.assignment`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from tangram.model.instance import Action, Instance, Mode
+from tangram.model.schedule import Assignment, Placement
+from tangram.topology.graph import Topology
+
+NONE = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One way to run an action: a mode on a concrete placement."""
+
+    mode: int
+    duration: int  # ticks
+    node: int = NONE
+    cores: int = 0
+    memory_gb: float = 0.0
+    gpus: tuple[int, ...] = ()
+    quota: int = NONE
+    renewable: tuple[tuple[int, int], ...] = ()
+    model: int = NONE
+
+
+@dataclass(frozen=True, slots=True)
+class Busy:
+    """Fixed occupancy by a running action, from tick 0 to ``end``."""
+
+    end: int
+    node: int = NONE
+    cores: int = 0
+    memory_gb: float = 0.0
+    gpus: tuple[int, ...] = ()
+    quota: int = NONE
+    renewable: tuple[tuple[int, int], ...] = ()
+    model: int = NONE
+
+
+def expand_modes(action: Action, instance_models: dict) -> tuple[Mode, ...]:
+    """The modes of an action, from whichever source it declares."""
+    if action.elastic is not None:
+        e = action.elastic
+        return tuple(Mode(duration_s=e.duration(c), cores=c, memory_gb=e.memory_gb) for c in e.cores)
+    if action.work_s is not None:
+        model = instance_models[action.model]
+        return tuple(Mode(duration_s=action.work_s / p.speedup, gpus=p.gpus) for p in model.parallelism)
+    if action.quota is not None:
+        return tuple(m if m.quota else m.model_copy(update={"quota": action.quota}) for m in action.modes)
+    return action.modes
+
+
+@dataclass
+class Compiled:
+    """Dense view of one instance at a given tick length."""
+
+    instance: Instance
+    tick_s: float
+    topology: Topology = field(init=False)
+
+    def __post_init__(self) -> None:
+        inst, ix = self.instance, self.instance.index()
+        self.ix = ix
+        self.topology = Topology(inst)
+        self.node_ids = [n.id for n in inst.nodes]
+        self.gpu_ids = [g.id for g in inst.gpus]
+        self.quota_ids = [q.id for q in inst.quotas]
+        self.renewable_ids = [r.id for r in inst.renewables]
+        self.model_ids = [m.id for m in inst.models]
+        self.action_ids = [a.id for a in inst.actions]
+        self.task_ids = sorted({a.task for a in inst.actions})
+        self.node_of = {k: i for i, k in enumerate(self.node_ids)}
+        self.gpu_of = {k: i for i, k in enumerate(self.gpu_ids)}
+        self.quota_of = {k: i for i, k in enumerate(self.quota_ids)}
+        self.renewable_of = {k: i for i, k in enumerate(self.renewable_ids)}
+        self.model_of = {k: i for i, k in enumerate(self.model_ids)}
+        self.action_of = {k: i for i, k in enumerate(self.action_ids)}
+        c = inst.constraints
+
+        # Resources. Sandbox memory is reserved for the whole epoch.
+        self.node_cores = np.array([n.cores for n in inst.nodes], dtype=np.int64)
+        reserved = np.zeros(len(inst.nodes))
+        for s in inst.sandboxes:
+            reserved[self.node_of[s.node]] += s.memory_gb
+        self.node_memory = np.array([n.memory_gb for n in inst.nodes]) - reserved
+        self.memory_checked = c.memory and any(n.memory_gb > 0 for n in inst.nodes)
+        self.gpu_memory = np.array([g.memory_gb for g in inst.gpus])
+        self.gpu_speed = np.array([g.speed for g in inst.gpus])
+        self.quota_concurrency = np.array([q.concurrency for q in inst.quotas], dtype=np.int64)
+        self.quota_rate = [
+            (q.calls_per_window, self.ticks(q.window_s)) if c.quota_rate and q.calls_per_window else None
+            for q in inst.quotas
+        ]
+        self.renewable_capacity = np.array([r.capacity for r in inst.renewables], dtype=np.int64)
+        self.model_memory = np.array([m.memory_gb for m in inst.models])
+        self.model_load = np.array([self.ticks(m.load_s) for m in inst.models], dtype=np.int64)
+        self.resident = np.zeros((len(inst.models), len(inst.gpus)), dtype=bool)
+        for g, models in inst.resident.items():
+            for m in models:
+                self.resident[self.model_of[m], self.gpu_of[g]] = True
+
+        # Actions.
+        acts = inst.actions
+        self.release = np.array([self.ticks_at(a.release_s) for a in acts], dtype=np.int64)
+        self.deadline = np.array(
+            [self.ticks_at(a.deadline_s, floor=True) if (a.deadline_s is not None and c.deadlines) else NONE
+             for a in acts], dtype=np.int64)
+        self.weight = np.array([a.weight for a in acts], dtype=float)
+        task_of = {t: i for i, t in enumerate(self.task_ids)}
+        self.task = np.array([task_of[a.task] for a in acts], dtype=np.int64)
+        self.modes = [expand_modes(a, ix.models) for a in acts]
+        running_end = {r.action: self.ticks_at(r.end_s) for r in inst.running}
+        self.preds: list[list[tuple[int, int]]] = [[] for _ in acts]
+        if c.precedence:
+            for j, a in enumerate(acts):
+                for lag in a.after:
+                    if lag.action in running_end:  # the predecessor is running: a release time
+                        self.release[j] = max(self.release[j], running_end[lag.action] + self.ticks(lag.lag_s))
+                    else:
+                        self.preds[j].append((self.action_of[lag.action], self.ticks(lag.lag_s)))
+
+        self.busy = [self._busy(r) for r in inst.running]
+
+    # ------------------------------------------------------------------ time
+
+    def ticks(self, seconds: float) -> int:
+        """A duration in ticks, rounded up (never optimistic)."""
+        return max(0, math.ceil(seconds / self.tick_s - 1e-9))
+
+    def ticks_at(self, t_s: float, floor: bool = False) -> int:
+        """An absolute time in ticks after ``now_s``; releases round up, deadlines down."""
+        x = (t_s - self.instance.now_s) / self.tick_s
+        return max(0, math.floor(x + 1e-9) if floor else math.ceil(x - 1e-9))
+
+    def seconds_at(self, tick: int) -> float:
+        return self.instance.now_s + tick * self.tick_s
+
+    # ------------------------------------------------------------------ options
+
+    @property
+    def num_actions(self) -> int:
+        return len(self.action_ids)
+
+    @cached_property
+    def _blocks(self) -> dict[int, list[tuple[int, ...]]]:
+        same = self.instance.constraints.nvlink_gang
+        sizes = {m.gpus for modes in self.modes for m in modes if m.gpus}
+        return {k: [tuple(self.gpu_of[g] for g in b) for b in self.topology.gpu_blocks(k, same)]
+                for k in sorted(sizes)}
+
+    def options(self, i: int) -> list[Option]:
+        """Every (mode, placement) of action ``i``; cached."""
+        cache = self.__dict__.setdefault("_options", {})
+        if i not in cache:
+            cache[i] = self._enumerate(i)
+        return cache[i]
+
+    def _enumerate(self, i: int) -> list[Option]:
+        a = self.instance.actions[i]
+        inst, c = self.instance, self.instance.constraints
+        model = self.model_of.get(a.model, NONE) if a.model else NONE
+        home = None
+        if a.sandbox is not None:
+            home = self.ix.nodes[self.ix.sandboxes[a.sandbox].node]
+        out = []
+        for j, m in enumerate(self.modes[i]):
+            renew = tuple(sorted((self.renewable_of[r], u) for r, u in m.renewable.items() if u))
+            quota = self.quota_of[m.quota] if m.quota else NONE
+            base = dict(mode=j, cores=m.cores, memory_gb=m.memory_gb if self.memory_checked else 0.0,
+                        quota=quota, renewable=renew, model=model)
+            if m.gpus:
+                out += self._gpu_options(a, m, base, model, home)
+            elif m.cores:
+                nodes = [self.node_of[home.id]] if (home is not None and c.affinity) else range(len(inst.nodes))
+                for n in nodes:
+                    if m.cores <= self.node_cores[n] and base["memory_gb"] <= self.node_memory[n] + 1e-9:
+                        out.append(Option(duration=self.ticks(m.duration_s), node=n, **base))
+            else:
+                out.append(Option(duration=self.ticks(m.duration_s), **base))
+        return out
+
+    def _gpu_options(self, a: Action, m: Mode, base: dict, model: int, home) -> list[Option]:
+        rm = self.instance.models[model]
+        out = []
+        for block in self._blocks.get(m.gpus, []):
+            gpus = [self.instance.gpus[g] for g in block]
+            if m.gpu_type and gpus[0].type != m.gpu_type:
+                continue
+            if rm.gpu_types and gpus[0].type not in rm.gpu_types:
+                continue
+            if any(g.memory_gb < rm.memory_gb for g in gpus):
+                continue
+            seconds = m.duration_s / min(g.speed for g in gpus)
+            if home is not None:
+                seconds += self.topology.transfer_s(home.machine_id, gpus[0].machine, a.input_mb)
+            out.append(Option(duration=self.ticks(seconds), gpus=block, **base))
+        return out
+
+    def min_duration(self, i: int) -> int:
+        """Shortest duration of any option, ticks (the slowdown denominator)."""
+        opts = self.options(i)
+        return min((o.duration for o in opts), default=0)
+
+    # ------------------------------------------------------------------ running
+
+    def _busy(self, r) -> Busy:
+        return Busy(
+            end=self.ticks_at(r.end_s),
+            node=self.node_of[r.node] if r.node else NONE,
+            cores=r.cores,
+            memory_gb=r.memory_gb if self.memory_checked else 0.0,
+            gpus=tuple(self.gpu_of[g] for g in r.gpus),
+            quota=self.quota_of[r.quota] if r.quota else NONE,
+            renewable=tuple(sorted((self.renewable_of[k], u) for k, u in r.renewable.items() if u)),
+            model=self.model_of[r.model] if r.model else NONE,
+        )
+
+    def pinned_hosting(self) -> set[tuple[int, int]]:
+        """(model, gpu) pairs that running actions keep hosted."""
+        return {(b.model, g) for b in self.busy if b.model != NONE for g in b.gpus}
+
+    def horizon(self) -> int:
+        """A safe upper bound on any end in an optimal schedule, ticks."""
+        longest = sum(max((o.duration for o in self.options(i)), default=0) for i in range(self.num_actions))
+        lags = sum(l for ps in self.preds for _, l in ps)
+        fixed = max([b.end for b in self.busy] + [0])
+        load = int(self.model_load.max()) if len(self.model_load) else 0
+        release = int(self.release.max()) if self.num_actions else 0
+        return max(release, fixed) + load + longest + lags + 1
+
+    # ------------------------------------------------------------------ results
+
+    def assignment(self, i: int, option: Option, start: int) -> Assignment:
+        """Map one decision back to ids and seconds."""
+        return Assignment(
+            action=self.action_ids[i],
+            start_s=self.seconds_at(start),
+            end_s=self.seconds_at(start + option.duration),
+            mode=option.mode,
+            placement=Placement(
+                node=self.node_ids[option.node] if option.node != NONE else None,
+                cores=option.cores,
+                gpus=tuple(self.gpu_ids[g] for g in option.gpus),
+                quota=self.quota_ids[option.quota] if option.quota != NONE else None,
+            ),
+        )
+
+
+def compile_instance(instance: Instance, tick_s: float = 0.01) -> Compiled:
+    """Compile once; every backend of one solve shares the result."""
+    if not (tick_s > 0):
+        raise ValueError("tick_s: must be > 0")
+    return Compiled(instance, tick_s)
