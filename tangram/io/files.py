@@ -35,12 +35,12 @@ def describe(exc: ValidationError) -> str:
     """The first validation error as 'field.path: rule' (plus how many more)."""
     errors = exc.errors()
     first = errors[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "(root)"
+    loc = ".".join(str(p) for p in first["loc"])
     msg = first["msg"].removeprefix("Value error, ")
     if first["type"] == "json_invalid":
         msg = f"malformed JSON: {first.get('ctx', {}).get('error', msg)}"
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{loc}: {msg}{more}"
+    return f"{loc}: {msg}{more}" if loc else f"{msg}{more}"
 
 
 def read_instance(path: str | Path) -> Instance:

@@ -367,6 +367,7 @@ def _reference_errors(inst: Instance):  # noqa: C901 - one flat list of rules re
                 yield f"{where}.modes[{k}].gpus: a gpu mode requests at least one gpu"
             if a.kind == "cpu" and m.cores == 0:
                 yield f"{where}.modes[{k}].cores: a cpu mode requests at least one core"
+        yield from _capacity_errors(inst, ix, a)
     yield from _cycle_errors(inst)
 
     for r in inst.running:
@@ -383,6 +384,41 @@ def _reference_errors(inst: Instance):  # noqa: C901 - one flat list of rules re
         for res in r.renewable:
             if res not in ix.renewables:
                 yield f"{where}.renewable: unknown resource {res!r}"
+
+
+def _capacity_errors(inst: Instance, ix: InstanceIndex, a: Action):
+    """Some mode of the action must fit the resources that exist at all."""
+    where = f"actions[{a.id}]"
+    if a.elastic is not None:
+        modes = [Mode(duration_s=0, cores=c, memory_gb=a.elastic.memory_gb) for c in a.elastic.cores]
+    elif a.work_s is not None:
+        model = ix.models.get(a.model or "")
+        modes = [Mode(duration_s=0, gpus=p.gpus) for p in model.parallelism] if model else []
+    else:
+        modes = list(a.modes)
+    nodes = list(inst.nodes)
+    if a.sandbox in ix.sandboxes and inst.constraints.affinity:
+        nodes = [ix.nodes[ix.sandboxes[a.sandbox].node]] if ix.sandboxes[a.sandbox].node in ix.nodes else []
+    reasons = []
+    for m in modes:
+        if m.cores and not any(n.cores >= m.cores and (not inst.constraints.memory or not n.memory_gb
+                                                       or n.memory_gb >= m.memory_gb) for n in nodes):
+            reasons.append(f"{m.cores} cores / {m.memory_gb:g} GiB fit no eligible node")
+        elif m.gpus:
+            model = ix.models.get(a.model or "")
+            need = model.memory_gb if model else 0.0
+            ok = [g for g in inst.gpus if g.memory_gb >= need and (not m.gpu_type or g.type == m.gpu_type)
+                  and (model is None or not model.gpu_types or g.type in model.gpu_types)]
+            if len(ok) < m.gpus:
+                reasons.append(f"{m.gpus} gpus of an allowed type with {need:g} GiB do not exist")
+            else:
+                return
+        elif any(u > ix.renewables[r].capacity for r, u in m.renewable.items() if r in ix.renewables):
+            reasons.append("renewable demand exceeds capacity")
+        else:
+            return
+    if reasons:
+        yield f"{where}.modes: infeasible capacity, no mode fits ({reasons[0]})"
 
 
 def _cycle_errors(inst: Instance):
