@@ -164,3 +164,16 @@ def test_fallback_without_isolation_still_limits(tmp_path):
 ])
 def test_reason_table(code, timed_out, stderr, reason):
     assert _reason(code, timed_out, stderr) == reason
+
+
+def test_kill_by_key_ends_the_action_as_killed(boxes):
+    done = {}
+    t = threading.Thread(target=lambda: done.update(r=boxes.run("traj", Command(argv=("sleep", "20")), cores=[0],
+                                                                    key="a1")))
+    t.start()
+    for _ in range(100):
+        if boxes.kill("a1"):
+            break
+        threading.Event().wait(0.05)
+    t.join(10)
+    assert done["r"].reason == "killed" and done["r"].wall_s < 10 and not boxes.kill("a1")

@@ -201,6 +201,8 @@ class Sandboxes:
         self._uids: dict[str, int] = {}
         self._lock = threading.Lock()
         self._next_uid = 0
+        self._running: dict[str, int] = {}  # run key -> process group
+        self._killed: set[str] = set()
 
     def __contains__(self, sandbox_id: str) -> bool:
         return sandbox_id in self._dirs
@@ -246,11 +248,13 @@ class Sandboxes:
 
     # ------------------------------------------------------------------ run
 
-    def run(self, sandbox_id: Id, command: Command, cores: Sequence[int], queued_at: float | None = None) -> RunResult:
+    def run(self, sandbox_id: Id, command: Command, cores: Sequence[int], queued_at: float | None = None,
+            key: str | None = None) -> RunResult:
         """Run one action in the sandbox (opened on demand) pinned to ``cores``.
 
         Blocks until the action ends or is killed; never raises for the action's
-        own failures (they are the result's ``reason``).
+        own failures (they are the result's ``reason``). ``key`` names the run for
+        :meth:`kill`.
         """
         if not cores:
             raise ValueError("cores: an action runs on at least one granted core")
@@ -269,7 +273,17 @@ class Sandboxes:
             argv = [interpreter(), "main.py", *argv]
         if not argv:
             raise ValueError("command: give argv or code")
-        return self._spawn(sandbox_id, workdir, argv, command, limits, tuple(sorted(cores)), queued_at)
+        return self._spawn(sandbox_id, workdir, argv, command, limits, tuple(sorted(cores)), queued_at, key)
+
+    def kill(self, key: str) -> bool:
+        """Kill a running action's process group; it then ends as ``killed``. False if not running."""
+        with self._lock:
+            pgid = self._running.get(key)
+            if pgid is None:
+                return False
+            self._killed.add(key)
+        _kill_group(pgid)
+        return True
 
     def _own(self, sandbox_id: str, path: Path) -> None:
         uid = self._uids.get(sandbox_id)
@@ -288,7 +302,7 @@ class Sandboxes:
         return prefix + argv
 
     def _spawn(self, sandbox_id: str, workdir: Path, argv: list[str], command: Command, limits: Limits,
-               cores: tuple[int, ...], queued_at: float) -> RunResult:
+               cores: tuple[int, ...], queued_at: float, key: str | None) -> RunResult:
         home = INSIDE if self.isolation == "bwrap" else str(workdir)
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "TMPDIR": "/tmp",
                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", **command.env}
@@ -298,6 +312,9 @@ class Sandboxes:
             stdin=subprocess.PIPE if command.stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_preexec(cores, limits),
         )
+        key = key if key is not None else f"pid:{proc.pid}"
+        with self._lock:
+            self._running[key] = proc.pid
         out, err = _Drain(proc.stdout, limits.output_bytes), _Drain(proc.stderr, limits.output_bytes)
         if command.stdin:
             threading.Thread(target=_feed, args=(proc.stdin, command.stdin.encode()), daemon=True).start()
@@ -311,6 +328,10 @@ class Sandboxes:
         ended = time.time()
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here; Popen must not wait again
         _kill_group(proc.pid)  # leftovers of the action (background children) die with it
+        with self._lock:
+            del self._running[key]
+            killed = key in self._killed
+            self._killed.discard(key)
         out.join()
         err.join()
         code = proc.returncode
@@ -319,7 +340,7 @@ class Sandboxes:
         cpu_s = usage.ru_utime + usage.ru_stime
         cpu_out = limits.cpu_s is not None and cpu_s >= limits.cpu_s
         return RunResult(
-            exit_code=code, reason=_reason(code, timed_out.is_set() or cpu_out, err.text),
+            exit_code=code, reason="killed" if killed else _reason(code, timed_out.is_set() or cpu_out, err.text),
             stdout=out.text, stderr=err.text, stdout_truncated=out.truncated, stderr_truncated=err.truncated,
             queued_at=queued_at, started_at=started, ended_at=ended, wall_s=ended - started,
             cpu_s=cpu_s, cores=cores, isolation=self.isolation,
