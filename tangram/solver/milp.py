@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import tempfile
 import time
+import warnings
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterator
@@ -226,7 +227,7 @@ class _Model:
         for i, rows in enumerate(self.grid.windows):
             per_option = []
             for k, (lo, hi) in enumerate(rows):
-                per_option.append([pulp.LpVariable(f"x_{i}_{k}_{t}", cat=pulp.LpBinary) for t in range(lo, hi + 1)])
+                per_option.append([self._var(f"x_{i}_{k}_{t}", pulp.LpBinary) for t in range(lo, hi + 1)])
                 n += max(0, hi - lo + 1)
             self.x.append(per_option)
         inst = c.instance
@@ -234,7 +235,7 @@ class _Model:
             pinned = c.pinned_hosting()
             pairs = {(o.model, g) for i in range(c.num_actions) for o in c.options(i) if o.model != NONE
                      for g in o.gpus} - pinned
-            self.host = {(m, g): pulp.LpVariable(f"host_{m}_{g}", cat=pulp.LpBinary) for m, g in sorted(pairs)}
+            self.host = {(m, g): self._var(f"host_{m}_{g}", pulp.LpBinary) for m, g in sorted(pairs)}
 
     def _starts(self, i: int) -> Iterator[tuple[int, int, pulp.LpVariable]]:
         """(option, start tick, binary) of action i."""
@@ -246,6 +247,12 @@ class _Model:
         """End tick of action i as (binary, coefficient) terms: Σ (t + d_k)·x."""
         opts = self.c.options(i)
         return ((var, t + opts[k].duration) for k, t, var in self._starts(i))
+
+    def _var(self, name: str, cat: str = pulp.LpContinuous, low: float | None = None) -> pulp.LpVariable:
+        """A variable attached to the problem (PuLP >= 3.3 deprecates free-standing ones)."""
+        if hasattr(self.lp, "add_variable"):
+            return self.lp.add_variable(name, lowBound=low, cat=cat)
+        return pulp.LpVariable(name, lowBound=low, cat=cat)
 
     def _add(self, terms, sense: int, rhs: float, name: str) -> None:
         self.lp.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(list(terms)), sense, name, rhs))
@@ -349,7 +356,7 @@ class _Model:
                 terms += [(var, w * tick * e) for var, e in self._end(i)]
                 self.offset += w * (inst.now_s - a.release_s)
         if obj.makespan and c.num_actions:
-            self.makespan = pulp.LpVariable("makespan", lowBound=0)
+            self.makespan = self._var("makespan", low=0)
             for i in range(c.num_actions):
                 self._add([(self.makespan, 1), *((v, -e) for v, e in self._end(i))], pulp.LpConstraintGE, 0,
                           f"makespan_{i}")
@@ -365,7 +372,7 @@ class _Model:
                            * (opts[k].cores + obj.gpu_core_equivalent * len(opts[k].gpus)))
                           for k, _, var in self._starts(i)]
         if obj.fairness and c.num_actions:
-            self.fairness = pulp.LpVariable("fairness")
+            self.fairness = self._var("fairness")
             tasks: dict[int, list[int]] = defaultdict(list)
             for i in range(c.num_actions):
                 tasks[int(c.task[i])].append(i)
@@ -455,6 +462,13 @@ class _HiGHS(pulp.HiGHS):
         return super().findSolutionValues(lp)
 
 
+def _cbc(**kw) -> pulp.PULP_CBC_CMD:
+    """The CBC binary bundled with PuLP (deprecated there in favour of an installed one)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return pulp.PULP_CBC_CMD(**kw)
+
+
 def highs_available() -> bool:
     return bool(pulp.HiGHS().available())
 
@@ -476,7 +490,7 @@ class MilpBackend:
         self.max_variables, self.max_nonzeros = max_variables, max_nonzeros
 
     def is_installed(self) -> bool:
-        return bool(pulp.PULP_CBC_CMD(msg=False).available()) or highs_available()
+        return bool(_cbc(msg=False).available()) or highs_available()
 
     def solve(self, compiled: Compiled, config: SolveConfig, initial: Plan | None = None) -> Outcome:
         t0 = time.perf_counter()
@@ -501,7 +515,7 @@ class MilpBackend:
                            f"of resource {k}", stats=stats)
         model = _Model(grid)
         model.build()
-        stats.update(constraints=len(model.lp.constraints), build_s=time.perf_counter() - t0)
+        stats.update(constraints=model.lp.numConstraints(), build_s=time.perf_counter() - t0)
         notes = []
         use_highs = config.milp_solver == "highs" and highs_available()
         if config.milp_solver == "highs" and not use_highs:
@@ -546,7 +560,7 @@ def _solve_highs(model: _Model, config: SolveConfig, budget: float, warm: bool):
     import highspy
 
     solver = _HiGHS(msg=config.log, timeLimit=budget, threads=_threads(config), gapRel=GAP_REL, gapAbs=GAP_ABS,
-                    random_seed=config.seed)
+                    random_seed=config.seed, presolve="off")
     solver.warm = warm
     model.lp.solve(solver)
     h, st = model.lp.solverModel, highspy.HighsModelStatus
@@ -572,9 +586,8 @@ def _solve_cbc(model: _Model, config: SolveConfig, budget: float, warm: bool):
     """Run the bundled CBC; statuses from PuLP, the bound from CBC's own log."""
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "cbc.log"
-        solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=budget, threads=_threads(config), gapRel=GAP_REL,
-                                   gapAbs=GAP_ABS, warmStart=warm, logPath=str(log),
-                                   options=[f"randomCbcSeed {config.seed}"])
+        solver = _cbc(msg=False, timeLimit=budget, threads=_threads(config), gapRel=GAP_REL, gapAbs=GAP_ABS,
+                      warmStart=warm, logPath=str(log), options=[f"randomCbcSeed {config.seed}"])
         model.lp.solve(solver)
         text = log.read_text() if log.exists() else ""
     if config.log:
