@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from tangram.model.instance import Action, Instance, Mode
+from tangram.model.instance import Action, Instance, InstanceIndex, Mode
 from tangram.model.schedule import Assignment, Metrics
 from tangram.topology.graph import Topology
 
@@ -22,14 +22,27 @@ EPS = 1e-6
 def _modes(inst: Instance, a: Action) -> tuple[Mode, ...]:
     from tangram.model.compiled import expand_modes  # pure function; no solver
 
-    return expand_modes(a, inst.index().models)
+    return expand_modes(a, {m.id: m for m in inst.models})
+
+
+def _index(inst: Instance) -> InstanceIndex:
+    """The instance's id maps, built once per instance (instances are immutable)."""
+    cached = _INDEX.get(id(inst))
+    if cached is None or cached[0] is not inst:
+        cached = _INDEX[id(inst)] = (inst, inst.index())
+        if len(_INDEX) > 64:
+            _INDEX.pop(next(iter(_INDEX)))
+    return cached[1]
+
+
+_INDEX: dict[int, tuple[Instance, InstanceIndex]] = {}
 
 
 def required_duration(inst: Instance, a: Action, mode: Mode, asg: Assignment, topo: Topology) -> float:
     """The time an action needs in a mode and placement, seconds."""
     if not mode.gpus:
         return mode.duration_s
-    ix = inst.index()
+    ix = _index(inst)
     gpus = [ix.gpus[g] for g in asg.placement.gpus if g in ix.gpus]
     seconds = mode.duration_s / min((g.speed for g in gpus), default=1.0)
     if a.sandbox and gpus:
@@ -40,7 +53,7 @@ def required_duration(inst: Instance, a: Action, mode: Mode, asg: Assignment, to
 
 def hosting(inst: Instance, schedule: Iterable[Assignment]) -> dict[str, set[str]]:
     """GPU id -> models a schedule (plus the running actions) keeps on it."""
-    ix = inst.index()
+    ix = _index(inst)
     out: dict[str, set[str]] = defaultdict(set)
     for asg in schedule:
         a = ix.actions.get(asg.action)
@@ -60,7 +73,7 @@ def violations(inst: Instance, schedule: Iterable[Assignment]) -> list[str]:
 
 
 def _violations(inst: Instance, schedule: list[Assignment]) -> Iterator[str]:  # noqa: C901
-    ix, c, topo = inst.index(), inst.constraints, Topology(inst)
+    ix, c, topo = _index(inst), inst.constraints, Topology(inst)
     by_action: dict[str, Assignment] = {}
     for asg in schedule:
         if asg.action in by_action:
@@ -216,7 +229,7 @@ def _peak(intervals: list[tuple[float, float, float]]) -> tuple[float, float]:
 def metrics(inst: Instance, schedule: Iterable[Assignment]) -> Metrics:
     """Quality of a schedule, in seconds."""
     schedule = list(schedule)
-    ix = inst.index()
+    ix = _index(inst)
     acts = [ix.actions[s.action] for s in schedule if s.action in ix.actions]
     act = np.array([s.end_s - a.release_s for s, a in zip(schedule, acts, strict=True)]) if acts else np.zeros(1)
     makespan = max([s.end_s for s in schedule] + [inst.now_s]) - inst.now_s
@@ -237,12 +250,16 @@ def metrics(inst: Instance, schedule: Iterable[Assignment]) -> Metrics:
 
 def shortest_duration(inst: Instance, a: Action) -> float:
     """Best-case duration of an action over its modes (fastest GPU), seconds."""
-    fastest = max((g.speed for g in inst.gpus), default=1.0)
+    fastest = _fastest_gpu(inst)
     return min(m.duration_s / (fastest if m.gpus else 1.0) for m in _modes(inst, a))
 
 
+def _fastest_gpu(inst: Instance) -> float:
+    return max((g.speed for g in inst.gpus), default=1.0)
+
+
 def _max_task_slowdown(inst: Instance, schedule: list[Assignment]) -> float:
-    ix = inst.index()
+    ix = _index(inst)
     per_task: dict[str, list[float]] = defaultdict(list)
     for s in schedule:
         a = ix.actions.get(s.action)
@@ -254,7 +271,7 @@ def _max_task_slowdown(inst: Instance, schedule: list[Assignment]) -> float:
 def evaluate(inst: Instance, schedule: Iterable[Assignment]) -> float:
     """The objective of a schedule: the weighted sum of the instance's terms."""
     schedule = list(schedule)
-    ix, o = inst.index(), inst.objective
+    ix, o = _index(inst), inst.objective
     value = 0.0
     if o.weighted_act:
         value += o.weighted_act * sum(ix.actions[s.action].weight * (s.end_s - ix.actions[s.action].release_s)

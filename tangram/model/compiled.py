@@ -37,6 +37,34 @@ class Option:
 
 
 @dataclass(frozen=True, slots=True)
+class OptionGroup:
+    """The options of one mode: one request on alternative placements (array form)."""
+
+    mode: int
+    offset: int  # index of the first option in ``Compiled.options(i)``
+    durations: np.ndarray  # ticks, one per placement
+    cores: int = 0
+    memory_gb: float = 0.0
+    quota: int = NONE
+    renewable: tuple[tuple[int, int], ...] = ()
+    model: int = NONE
+    nodes: np.ndarray | None = None  # node per placement (CPU modes)
+    blocks: np.ndarray | None = None  # (placements x gpus) GPU indices (GPU modes)
+
+    def option(self, k: int) -> Option:
+        """The k-th placement as an :class:`Option`."""
+        return Option(mode=self.mode, duration=int(self.durations[k]),
+                      node=int(self.nodes[k]) if self.nodes is not None else NONE,
+                      cores=self.cores, memory_gb=self.memory_gb,
+                      gpus=tuple(int(g) for g in self.blocks[k]) if self.blocks is not None else (),
+                      quota=self.quota, renewable=self.renewable,
+                      model=self.model if self.blocks is not None else NONE)
+
+    def options(self) -> list[Option]:
+        return [self.option(k) for k in range(len(self.durations))]
+
+
+@dataclass(frozen=True, slots=True)
 class Busy:
     """Fixed occupancy by a running action, from tick 0 to ``end``."""
 
@@ -155,64 +183,99 @@ class Compiled:
         return len(self.action_ids)
 
     @cached_property
-    def _blocks(self) -> dict[int, list[tuple[int, ...]]]:
+    def _blocks(self) -> dict[int, np.ndarray]:
+        """Aligned GPU blocks per size, as (blocks x size) index arrays."""
         same = self.instance.constraints.nvlink_gang
         sizes = {m.gpus for modes in self.modes for m in modes if m.gpus}
-        return {k: [tuple(self.gpu_of[g] for g in b) for b in self.topology.gpu_blocks(k, same)]
-                for k in sorted(sizes)}
+        return {k: np.array([[self.gpu_of[g] for g in b] for b in self.topology.gpu_blocks(k, same)],
+                            dtype=np.int64).reshape(-1, k) for k in sorted(sizes)}
 
-    def options(self, i: int) -> list[Option]:
-        """Every (mode, placement) of action ``i``; cached."""
-        cache = self.__dict__.setdefault("_options", {})
+    def _eligible_blocks(self, size: int, gpu_type: str | None, model: int) -> np.ndarray:
+        """Blocks of a size whose GPUs have the type and the memory the model needs; cached."""
+        key = (size, gpu_type, model)
+        cache = self.__dict__.setdefault("_eligible", {})
+        if key not in cache:
+            gpus, rm = self.instance.gpus, self.instance.models[model]
+            rows = [b for b in self._blocks.get(size, np.zeros((0, size), np.int64))
+                    if (not gpu_type or gpus[b[0]].type == gpu_type)
+                    and (not rm.gpu_types or gpus[b[0]].type in rm.gpu_types)
+                    and all(gpus[g].memory_gb >= rm.memory_gb for g in b)]
+            cache[key] = np.array(rows, dtype=np.int64).reshape(-1, size)
+        return cache[key]
+
+    def groups(self, i: int) -> list[OptionGroup]:
+        """The options of action ``i`` grouped by mode, as arrays over placements; cached.
+
+        ``options(i)`` is their concatenation, so option index = group.offset + position.
+        """
+        cache = self.__dict__.setdefault("_groups", {})
         if i not in cache:
             cache[i] = self._enumerate(i)
         return cache[i]
 
-    def _enumerate(self, i: int) -> list[Option]:
-        a = self.instance.actions[i]
-        inst, c = self.instance, self.instance.constraints
-        model = self.model_of.get(a.model, NONE) if a.model else NONE
-        home = None
-        if a.sandbox is not None:
-            home = self.ix.nodes[self.ix.sandboxes[a.sandbox].node]
-        out = []
-        for j, m in enumerate(self.modes[i]):
-            renew = tuple(sorted((self.renewable_of[r], u) for r, u in m.renewable.items() if u))
-            quota = self.quota_of[m.quota] if m.quota else NONE
-            base = dict(mode=j, cores=m.cores, memory_gb=m.memory_gb if self.memory_checked else 0.0,
-                        quota=quota, renewable=renew, model=model)
-            if m.gpus:
-                out += self._gpu_options(a, m, base, model, home)
-            elif m.cores:
-                nodes = [self.node_of[home.id]] if (home is not None and c.affinity) else range(len(inst.nodes))
-                for n in nodes:
-                    if m.cores <= self.node_cores[n] and base["memory_gb"] <= self.node_memory[n] + 1e-9:
-                        out.append(Option(duration=self.ticks(m.duration_s), node=n, **base))
-            else:
-                out.append(Option(duration=self.ticks(m.duration_s), **base))
-        return out
+    def options(self, i: int) -> list[Option]:
+        """Every (mode, placement) of action ``i`` as objects; cached."""
+        cache = self.__dict__.setdefault("_options", {})
+        if i not in cache:
+            cache[i] = [opt for g in self.groups(i) for opt in g.options()]
+        return cache[i]
 
-    def _gpu_options(self, a: Action, m: Mode, base: dict, model: int, home) -> list[Option]:
-        rm = self.instance.models[model]
-        out = []
-        for block in self._blocks.get(m.gpus, []):
-            gpus = [self.instance.gpus[g] for g in block]
-            if m.gpu_type and gpus[0].type != m.gpu_type:
-                continue
-            if rm.gpu_types and gpus[0].type not in rm.gpu_types:
-                continue
-            if any(g.memory_gb < rm.memory_gb for g in gpus):
-                continue
-            seconds = m.duration_s / min(g.speed for g in gpus)
-            if home is not None:
-                seconds += self.topology.transfer_s(home.machine_id, gpus[0].machine, a.input_mb)
-            out.append(Option(duration=self.ticks(seconds), gpus=block, **base))
-        return out
+    def option(self, i: int, index: int) -> Option:
+        """Option ``index`` of action ``i``, without building the others."""
+        for g in reversed(self.groups(i)):
+            if index >= g.offset:
+                return g.option(index - g.offset)
+        raise IndexError(f"action {self.action_ids[i]}: no option {index}")
+
+    def _enumerate(self, i: int) -> list[OptionGroup]:
+        a = self.instance.actions[i]
+        c = self.instance.constraints
+        model = self.model_of.get(a.model, NONE) if a.model else NONE
+        home = self.ix.nodes[self.ix.sandboxes[a.sandbox].node] if a.sandbox is not None else None
+        groups, offset = [], 0
+        for j, m in enumerate(self.modes[i]):
+            memory = m.memory_gb if self.memory_checked else 0.0
+            common = dict(mode=j, offset=offset, cores=m.cores, memory_gb=memory,
+                          quota=self.quota_of[m.quota] if m.quota else NONE, model=model,
+                          renewable=tuple(sorted((self.renewable_of[r], u) for r, u in m.renewable.items() if u)))
+            if m.gpus:
+                blocks = self._eligible_blocks(m.gpus, m.gpu_type, model)
+                seconds = m.duration_s / self.gpu_speed[blocks].min(axis=1) if len(blocks) else np.zeros(0)
+                if home is not None and a.input_mb > 0 and len(blocks):
+                    seconds = seconds + self._transfer(home.machine_id, blocks, a.input_mb)
+                group = OptionGroup(durations=self._ticks_array(seconds), blocks=blocks, **common)
+            elif m.cores:
+                if home is not None and c.affinity:
+                    nodes = np.array([self.node_of[home.id]], dtype=np.int64)
+                else:
+                    nodes = np.arange(len(self.node_ids), dtype=np.int64)
+                nodes = nodes[(self.node_cores[nodes] >= m.cores) & (self.node_memory[nodes] + 1e-9 >= memory)]
+                group = OptionGroup(durations=np.full(len(nodes), self.ticks(m.duration_s), dtype=np.int64),
+                                    nodes=nodes, **common)
+            else:
+                group = OptionGroup(durations=np.array([self.ticks(m.duration_s)], dtype=np.int64), **common)
+            groups.append(group)
+            offset += len(group.durations)
+        return groups
+
+    def _transfer(self, source_machine: str, blocks: np.ndarray, megabytes: float) -> np.ndarray:
+        """Seconds to move the input to each block's machine (vectorised, cached per source)."""
+        key = (source_machine, blocks.shape[1], id(blocks))
+        cache = self.__dict__.setdefault("_paths", {})
+        if key not in cache:
+            paths = [self.topology.paths_from(self.instance.gpus[b[0]].machine).get(source_machine)
+                     if self.instance.gpus[b[0]].machine != source_machine else None for b in blocks]
+            cache[key] = (np.array([p[0] if p else 0.0 for p in paths]),
+                          np.array([p[1] if p else np.inf for p in paths]))
+        latency, bandwidth = cache[key]
+        return np.where(np.isfinite(bandwidth), latency + megabytes * 8e-3 / bandwidth, 0.0)
+
+    def _ticks_array(self, seconds: np.ndarray) -> np.ndarray:
+        return np.maximum(0, np.ceil(np.asarray(seconds) / self.tick_s - 1e-9)).astype(np.int64)
 
     def min_duration(self, i: int) -> int:
-        """Shortest duration of any option, ticks (the slowdown denominator)."""
-        opts = self.options(i)
-        return min((o.duration for o in opts), default=0)
+        """Shortest duration of any option, ticks."""
+        return min((int(g.durations.min()) for g in self.groups(i) if len(g.durations)), default=0)
 
     # ------------------------------------------------------------------ running
 
@@ -234,7 +297,8 @@ class Compiled:
 
     def horizon(self) -> int:
         """A safe upper bound on any end in an optimal schedule, ticks."""
-        longest = sum(max((o.duration for o in self.options(i)), default=0) for i in range(self.num_actions))
+        longest = sum(max((int(g.durations.max()) for g in self.groups(i) if len(g.durations)), default=0)
+                      for i in range(self.num_actions))
         lags = sum(l for ps in self.preds for _, l in ps)
         fixed = max([b.end for b in self.busy] + [0])
         load = int(self.model_load.max()) if len(self.model_load) else 0

@@ -18,7 +18,7 @@ class Plan:
 
     def end(self, compiled: Compiled, i: int) -> int:
         option, start = self.choice[i]
-        return start + compiled.options(i)[option].duration
+        return start + compiled.option(i, option).duration
 
 
 @dataclass

@@ -20,11 +20,14 @@ import time
 
 import numpy as np
 
-from tangram.model.compiled import NONE, Compiled, Option
+from tangram.model.compiled import NONE, Compiled, Option, OptionGroup
 from tangram.model.schedule import SolveStatus
 from tangram.solver.base import Outcome, Plan
 from tangram.solver.config import SolveConfig
 from tangram.solver.profile import Profile
+
+
+_NEVER = np.iinfo(np.int64).max
 
 
 class GreedyBackend:
@@ -94,7 +97,7 @@ class _State:
                 missed.append(i)
                 k, start = self._best(i, int(earliest[i]), ignore_deadline=True)
             self._commit(i, k, start)
-            end = start + c.options(i)[k].duration
+            end = start + c.option(i, k).duration
             for j, lag in succ[i]:
                 earliest[j] = max(earliest[j], end + lag)
                 waiting[j] -= 1
@@ -105,27 +108,35 @@ class _State:
         return missed
 
     def _best(self, i: int, release: int, ignore_deadline: bool = False) -> tuple[int | None, int]:
-        c, opts = self.c, self.c.options(i)
-        deadline = NONE if ignore_deadline else int(c.deadline[i])
-        min_cores = min((o.cores for o in opts if o.cores), default=0)
-        best, best_key = None, None
-        gpu_modes: dict[int, list[int]] = {}
-        for k, o in enumerate(opts):
-            if o.gpus:
-                gpu_modes.setdefault(o.mode, []).append(k)
-                continue
-            if o.cores and o.cores != min_cores:
+        """(option index, start) with the earliest completion, or (None, 0) if none meets the deadline."""
+        groups = self.c.groups(i)
+        deadline = NONE if ignore_deadline else int(self.c.deadline[i])
+        min_cores = min((g.cores for g in groups if g.cores), default=0)
+        best, best_key = (None, 0), None
+        for g in groups:
+            if g.blocks is not None:
+                found = self._best_gpu(g, release)
+            elif g.cores and g.cores != min_cores:
                 continue  # phase 1 uses the fewest cores; water-filling adds more
-            start = self._fit(o, release)
-            key = (start + o.duration, 0, o.cores)
+            else:
+                found = self._best_placement(g, release)
+            if found is None:
+                continue
+            k, start, key = found
             if (deadline == NONE or key[0] <= deadline) and (best_key is None or key < best_key):
-                best, best_key = (k, start), key
-        for ks in gpu_modes.values():
-            k, start, key = self._best_gpu(i, ks, release)
-            if k is not None and (deadline == NONE or key[0] <= deadline) and (best_key is None or key < best_key):
-                best, best_key = (k, start), key
-        if best is None:
-            return None, 0
+                best, best_key = (g.offset + k, start), key
+        return best
+
+    def _best_placement(self, g: OptionGroup, release: int):
+        """Earliest completion over the nodes of a CPU mode (or the single placement of others)."""
+        best = None
+        for k in range(len(g.durations)):
+            o = g.option(k)
+            start = self._fit(o, release)
+            if best is None or start + o.duration < best[2][0]:
+                best = (k, start, (start + o.duration, 0, o.cores))
+                if start == release:
+                    break  # nothing completes earlier: durations are equal across nodes
         return best
 
     def _fit(self, o: Option, start: int) -> int:
@@ -151,39 +162,29 @@ class _State:
         for r, units in o.renewable:
             yield self.renewable[r], o.duration, units
 
-    def _best_gpu(self, i: int, ks: list[int], release: int):
+    def _best_gpu(self, g: OptionGroup, release: int):
         """Earliest completion over the aligned blocks of one GPU mode (vectorised)."""
-        c, opts = self.c, self.c.options(i)
-        key = tuple(ks)
-        blocks = self._block_arrays.get(key)
-        if blocks is None:
-            blocks = self._block_arrays[key] = np.array([opts[k].gpus for k in ks], dtype=np.int64)
-        durations = np.fromiter((opts[k].duration for k in ks), dtype=np.int64, count=len(ks))
+        c, blocks = self.c, g.blocks
+        if not len(blocks):
+            return None
         start = np.maximum(self.gpu_free[blocks].max(axis=1), release)
-        loading = np.zeros(len(ks), dtype=bool)
-        model = opts[ks[0]].model
-        if self.residency and model != NONE:
-            used = self.used[model]
-            fits = used | (self.gpu_mem_used + c.model_memory[model] <= c.gpu_memory + 1e-9)
-            ok = fits[blocks].all(axis=1)
-            needs_load = ~(used | c.resident[model])
-            loading = needs_load[blocks].any(axis=1)
-            if not self.config.residency_aware:
-                loading[:] = False  # ignore residency in the choice; the load is still paid below
-            start = np.where(needs_load[blocks].any(axis=1), np.maximum(start, c.model_load[model]), start)
-            if not ok.any():
-                return None, 0, None
-            end = np.where(ok, start + durations, np.iinfo(np.int64).max)
-        else:
-            end = start + durations
-        order = np.lexsort((loading, end))
-        b = int(order[0])
-        if end[b] == np.iinfo(np.int64).max:
-            return None, 0, None
-        return ks[b], int(start[b]), (int(end[b]), int(loading[b]), int(blocks.shape[1]))
+        loading = np.zeros(len(blocks), dtype=bool)
+        end = start + g.durations
+        if self.residency and g.model != NONE:
+            used = self.used[g.model]
+            fits = used | (self.gpu_mem_used + c.model_memory[g.model] <= c.gpu_memory + 1e-9)
+            needs_load = (~(used | c.resident[g.model]))[blocks].any(axis=1)
+            start = np.where(needs_load, np.maximum(start, c.model_load[g.model]), start)
+            end = np.where(fits[blocks].all(axis=1), start + g.durations, _NEVER)
+            if self.config.residency_aware:
+                loading = needs_load  # tie-break: resident model first
+        b = int(np.lexsort((loading, end))[0])
+        if end[b] == _NEVER:
+            return None
+        return b, int(start[b]), (int(end[b]), int(loading[b]), blocks.shape[1])
 
     def _commit(self, i: int, k: int, start: int) -> None:
-        o = self.c.options(i)[k]
+        o = self.c.option(i, k)
         self.choice[i] = (k, start)
         self._occupy(o, start, start + o.duration)
         if o.gpus:
@@ -223,7 +224,7 @@ class _State:
         while heap:
             _, i, k_new = heapq.heappop(heap)
             k_old, start = self.choice[i]
-            old, new = c.options(i)[k_old], c.options(i)[k_new]
+            old, new = c.option(i, k_old), c.option(i, k_new)
             if not self._upgrade_fits(old, new, start):
                 continue
             self.cores[old.node].add(start, start + old.duration, -old.cores)
@@ -241,16 +242,20 @@ class _State:
         """The next larger core count on the same node, keyed by -(weighted gain per core)."""
         c = self.c
         k_old, _ = self.choice[i]
-        opts = c.options(i)
-        old = opts[k_old]
+        old = c.option(i, k_old)
         if not old.cores:
             return None
-        better = [(o.cores, k) for k, o in enumerate(opts)
-                  if o.node == old.node and o.cores > old.cores and o.duration < old.duration]
+        better = []
+        for g in c.groups(i):
+            if g.nodes is None or g.cores <= old.cores:
+                continue
+            hit = np.flatnonzero(g.nodes == old.node)
+            if len(hit) and g.durations[hit[0]] < old.duration:
+                better.append((g.cores, g.offset + int(hit[0]), int(g.durations[hit[0]])))
         if not better:
             return None
-        cores, k = min(better)
-        gain = c.weight[i] * (old.duration - opts[k].duration) / (cores - old.cores)
+        cores, k, duration = min(better)
+        gain = c.weight[i] * (old.duration - duration) / (cores - old.cores)
         return (-gain, i, k)
 
     def _upgrade_fits(self, old: Option, new: Option, start: int) -> bool:

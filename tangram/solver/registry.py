@@ -90,7 +90,7 @@ def _attempt(b: Backend, compiled: Compiled, config: SolveConfig, hint: Plan | N
 
 def to_schedule(compiled: Compiled, plan: Plan):
     """A compiled plan as assignments in ids and seconds."""
-    return [compiled.assignment(i, compiled.options(i)[k], start) for i, (k, start) in enumerate(plan.choice)]
+    return [compiled.assignment(i, compiled.option(i, k), start) for i, (k, start) in enumerate(plan.choice)]
 
 
 def _result(compiled, chosen, bound, verdict, attempts, runtime_s) -> Result:

@@ -7,8 +7,6 @@ domain) and how long moving data between two machines takes.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import networkx as nx
 
 from tangram.model.instance import Instance
@@ -22,6 +20,7 @@ class Topology:
     def __init__(self, instance: Instance) -> None:
         self.graph = build_graph(instance)
         self._instance = instance
+        self._paths: dict[str, dict[str, tuple[float, float]]] = {}
 
     def domains(self) -> dict[str, list[str]]:
         """NVLink domain id -> GPU ids in instance order."""
@@ -53,22 +52,25 @@ class Topology:
         same machine, for no data, or where the instance declares no path."""
         if megabytes <= 0 or machine_a == machine_b:
             return 0.0
-        path = self._path(machine_a, machine_b)
+        path = self.paths_from(machine_b).get(machine_a)
         if path is None:
             return 0.0
         latency, bandwidth_gbps = path
         return latency + megabytes * 8e-3 / bandwidth_gbps
 
-    @lru_cache(maxsize=4096)  # noqa: B019 - the topology lives as long as its instance
-    def _path(self, a: str, b: str) -> tuple[float, float] | None:
-        if a not in self.graph or b not in self.graph:
-            return None
-        try:
-            nodes = nx.shortest_path(self.graph, a, b, weight="latency_s")
-        except nx.NetworkXNoPath:
-            return None
-        edges = [self.graph.edges[u, v] for u, v in zip(nodes, nodes[1:], strict=False)]
-        return sum(e["latency_s"] for e in edges), min(e["bandwidth_gbps"] for e in edges)
+    def paths_from(self, source: str) -> dict[str, tuple[float, float]]:
+        """Target -> (latency s, bottleneck Gbit/s) of the lowest-latency paths from
+        `source`; one Dijkstra per source, cached (sources are the few GPU machines)."""
+        cached = self._paths.get(source)
+        if cached is None:
+            cached = self._paths[source] = {}
+            if source in self.graph:
+                _, paths = nx.single_source_dijkstra(self.graph, source, weight="latency_s")
+                for target, nodes in paths.items():
+                    edges = [self.graph.edges[u, v] for u, v in zip(nodes, nodes[1:], strict=False)]
+                    cached[target] = (sum(e["latency_s"] for e in edges),
+                                      min((e["bandwidth_gbps"] for e in edges), default=float("inf")))
+        return cached
 
 
 def build_graph(instance: Instance) -> nx.Graph:

@@ -1,0 +1,1 @@
+"""Workloads built from the bundled real traces."""
