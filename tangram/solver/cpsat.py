@@ -373,7 +373,7 @@ class _Objective:
 
     def seconds(self, value: float) -> float:
         """An integer objective value (or bound) in objective units."""
-        return self.unit * value + self.offset
+        return float(self.unit * value + self.offset)
 
     def weighted_act(self, weight: float) -> None:
         r"""w·Σ_i w_i (now + tick·end_i − release_i)."""
