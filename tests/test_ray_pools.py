@@ -160,6 +160,39 @@ def test_minilm_scores_paraphrases_above_unrelated_text():
 
 ray = pytest.importorskip("ray")
 
+@pytest.mark.ray
+@pytest.mark.slow
+def test_two_node_cluster_discovery_and_pinned_placement():
+    """Two Ray nodes (ray.cluster_utils): discovery finds both with their labels and
+    GPUs, and each node's agent and GPU worker run on that Ray node."""
+    from ray.cluster_utils import Cluster
+
+    assert not ray.is_initialized()
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "resources": {"tangram_gpu": 1}, "labels": {"tangram.node": "alpha", "tangram.gpu_type": "L40"}})
+    cluster.add_node(num_cpus=1, resources={"tangram_gpu": 1}, labels={"tangram.node": "beta"})
+    try:
+        ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
+        d = discover()
+        assert [n.id for n in d.fleet.nodes] == sorted(["alpha", "beta"], key=lambda k: d.ray_nodes[k])
+        assert {g.id: g.type for g in d.fleet.gpus} == {"alpha/gpu0": "L40", "beta/gpu0": "GPU"}
+        p = create_pools(d.fleet, d.ray_nodes)
+        infos = ray.get([p.agents[n].info.remote() for n in ("alpha", "beta")])
+        assert [i["ray_node"] for i in infos] == [d.ray_nodes["alpha"], d.ray_nodes["beta"]]
+        ex = RayExecutor(p)
+        for n in ("alpha", "beta"):
+            a = Action(id=f"on-{n}", kind="cpu", modes=({"duration_s": 1, "cores": 1},))
+            ex.launch(job(a, "print('hello')"), Assignment(action=a.id, start_s=0, end_s=1, mode=0,
+                                                           placement=Placement(node=n, cores=1)))
+        got = wait_for(ex, 2)
+        ex.shutdown()
+        assert {k: (o.status, o.signals["node"]) for k, o in got.items()} == {
+            "on-alpha": ("ok", "alpha"), "on-beta": ("ok", "beta")}
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
 FLEET = Fleet(
     nodes=(CpuNode(id="n0", cores=2, memory_gb=4), CpuNode(id="n1", cores=2, memory_gb=4)),
     gpus=(Gpu(id="g0", type="L40", memory_gb=48, machine="m0"), Gpu(id="g1", type="L40", memory_gb=48, machine="m0")),
