@@ -525,10 +525,8 @@ class MilpBackend:
             notes.append("initial plan lies outside the time grid; solved cold")
         budget = max(config.time_limit_s - (time.perf_counter() - t0), 0.1)
         t1 = time.perf_counter()
-        if use_highs:
-            status, bound = _solve_highs(model, config, budget, warm)
-        else:
-            status, bound = _solve_cbc(model, config, budget, warm)
+        status, bound, note = (_solve_highs if use_highs else _solve_cbc)(model, config, budget, warm)
+        notes += [note] if note else []
         stats.update(solver="highs" if use_highs else "cbc", solve_s=time.perf_counter() - t1, warm_start=warm)
         plan = model.plan() if status.has_solution() else None
         if status.has_solution() and plan is None:
@@ -579,15 +577,31 @@ def _solve_highs(model: _Model, config: SolveConfig, budget: float, warm: bool):
     else:
         status = SolveStatus.ERROR
     bound = info.mip_dual_bound if np.isfinite(info.mip_dual_bound) and status != SolveStatus.INFEASIBLE else None
-    return status, bound
+    return status, bound, ""
 
 
 def _solve_cbc(model: _Model, config: SolveConfig, budget: float, warm: bool):
-    """Run the bundled CBC; statuses from PuLP, the bound from CBC's own log."""
+    """Run the bundled CBC; statuses from PuLP, the bound from CBC's own log.
+
+    CBC 2.10 can crash when it stops on time while holding a MIP start; the
+    start then goes without preprocessing, and a crash anyway is retried cold.
+    """
+    t0 = time.perf_counter()
+    try:
+        return (*_run_cbc(model, config, budget, warm), "")
+    except pulp.PulpSolverError:
+        if not warm:
+            raise
+    budget = max(budget - (time.perf_counter() - t0), 0.1)
+    return (*_run_cbc(model, config, budget, False), "CBC crashed with the MIP start; solved cold")
+
+
+def _run_cbc(model: _Model, config: SolveConfig, budget: float, warm: bool):
+    options = [f"randomCbcSeed {config.seed}"] + (["preprocess off"] if warm else [])
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "cbc.log"
         solver = _cbc(msg=False, timeLimit=budget, threads=_threads(config), gapRel=GAP_REL, gapAbs=GAP_ABS,
-                      warmStart=warm, logPath=str(log), options=[f"randomCbcSeed {config.seed}"])
+                      warmStart=warm, logPath=str(log), options=options)
         model.lp.solve(solver)
         text = log.read_text() if log.exists() else ""
     if config.log:
@@ -603,6 +617,8 @@ def _solve_cbc(model: _Model, config: SolveConfig, budget: float, warm: bool):
         status = SolveStatus.NO_SOLUTION_IN_TIME
     else:
         status = SolveStatus.ERROR
-    found = re.search(r"Lower bound:\s+(\S+)", text)
-    bound = float(found.group(1)) if found and status != SolveStatus.INFEASIBLE else None
-    return status, bound
+    # The root LP relaxation is a proven bound. CBC's final "Lower bound" is not
+    # trusted: interrupted mid-cut-loop it has printed the incumbent itself.
+    found = re.search(r"Continuous objective value is\s+(\S+)", text)
+    bound = float(found.group(1)) if found and status in (SolveStatus.FEASIBLE, SolveStatus.NO_SOLUTION_IN_TIME) else None
+    return status, bound  # OPTIMAL: the caller's bound is the objective, proven within the gap
