@@ -308,3 +308,45 @@ def test_psplib_j30_known_optimum(solver):
     result = solve(inst, "milp", SolveConfig(tick_s=1.0, milp_solver=solver, time_limit_s=60, fallback=()))
     assert result.status == SolveStatus.OPTIMAL and result.objective == pytest.approx(43.0)
     assert violations(inst, result.schedule) == []
+
+
+def test_cbc_crash_with_a_mip_start_is_retried_cold(monkeypatch):
+    """CBC 2.10 may segfault when stopping on time with a MIP start; the backend then solves cold."""
+    real = milp_module._run_cbc
+    calls = []
+
+    def crash_when_warm(model, config, budget, warm):
+        calls.append(warm)
+        if warm:
+            raise milp_module.pulp.PulpSolverError("Pulp: Error while trying to execute")
+        return real(model, config, budget, warm)
+
+    monkeypatch.setattr(milp_module, "_run_cbc", crash_when_warm)
+    inst = Instance(nodes=(CpuNode(id="n", cores=1),), actions=tuple(_fixed(f"a{i}", 1.0, cores=1) for i in range(2)))
+    out = MilpBackend().solve(compile_instance(inst, TICK), _config("cbc"), Plan([(0, 0), (0, 10)]))
+    assert calls == [True, False] and out.status == SolveStatus.OPTIMAL and "solved cold" in out.message
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_never_worse_than_greedy(seed):
+    """Random CPU / API / renewable instances: the proven optimum is at most the greedy plan's objective."""
+    import random
+
+    rng = random.Random(seed)
+    actions = []
+    for i in range(6):
+        kind = rng.choice(["cpu", "api", "generic"])
+        release = rng.choice([0.0, 0.3, 0.6])
+        if kind == "cpu":
+            actions.append(Action(id=f"a{i}", kind="cpu", release_s=release, weight=rng.choice([1, 2]),
+                                  elastic=Elastic(base_s=rng.uniform(0.2, 1.0), parallel_fraction=0.6, cores=(1, 2))))
+        elif kind == "api":
+            actions.append(_fixed(f"a{i}", rng.uniform(0.1, 0.5), quota="q").model_copy(update={"release_s": release}))
+        else:
+            actions.append(_fixed(f"a{i}", rng.uniform(0.1, 0.5), renewable={"r": 2}))
+    inst = Instance(nodes=(CpuNode(id="n", cores=2),), renewables=(Renewable(id="r", capacity=3),),
+                    quotas=(ApiQuota(id="q", concurrency=1, calls_per_window=2, window_s=0.5),), actions=tuple(actions))
+    greedy = solve(inst, "greedy", _config("highs"))
+    exact = solve(inst, "milp", _config("highs", fallback=()))
+    assert exact.status == SolveStatus.OPTIMAL and violations(inst, exact.schedule) == []
+    assert exact.objective <= greedy.objective + 1e-6
