@@ -42,7 +42,7 @@ from typing import Any, Literal, Protocol
 from pydantic import Field, model_validator
 
 from tangram.model.check import hosting
-from tangram.model.compiled import expand_modes
+from tangram.model.compiled import compile_instance, expand_modes
 from tangram.model.instance import (
     Action,
     ApiQuota,
@@ -65,6 +65,7 @@ from tangram.runtime.ledger import Hold, Ledger
 from tangram.runtime.residency import Residency
 from tangram.solver.config import SolveConfig
 from tangram.solver.registry import solve
+from tangram.topology.graph import Topology
 
 Status = Literal["ok", "failed", "timeout", "cancelled"]
 
@@ -115,6 +116,7 @@ class Job:
     loads: tuple[str, ...] = ()  # GPUs that load the model before the action starts
     load_s: float = 0.0
     running: Running | None = None  # its occupancy in later snapshots
+    modes: tuple = ()  # the action's expanded modes (requests), for the quick fit test
 
 
 class Executor(Protocol):
@@ -284,6 +286,9 @@ class Controller:
         self.prev: dict[str, str] = {}  # trajectory -> status of its last call
         self._seq = itertools.count()
         self._solve_config = self.config.solve_config()
+        self._shapes: dict[tuple, bool] = {}  # action shapes that passed validation
+        topology = Topology(fleet.instance())
+        self._blocks = {k: topology.gpu_blocks(k, self.config.constraints.nvlink_gang) for k in (1, 2, 4, 8)}
 
     @property
     def min_epoch_interval_s(self) -> float:
@@ -334,6 +339,7 @@ class Controller:
         est = self.estimator.estimate(action, key)
         job = Job(action=action, payload=payload, tool=tool, key=key, estimate=est, seq=next(self._seq))
         job.action = with_base(action, est.mean_s)
+        job.modes = expand_modes(job.action, self.models)
         self.journal.append("accepted", self.clock.now(), action=action.model_dump(mode="json",
                             exclude_defaults=True), payload=payload, tool=tool, prev=key.prev,
                             estimate_s=est.mean_s, estimate_source=est.source)
@@ -341,20 +347,32 @@ class Controller:
         return job
 
     def _validate(self, action: Action) -> None:
-        lags = tuple(lag for lag in action.after if lag.action in self.pending or lag.action in self.running)
-        sandboxes = tuple(self.sandboxes.values())
-        probe = action.model_copy(update={"after": ()}) if lags != action.after else action
-        inst = Instance(**self.fleet._fields(), sandboxes=sandboxes, actions=(probe,),
-                        constraints=self.config.constraints)
+        """The instance rules and "some mode fits the fleet", cached by the action's shape.
+
+        Everything those rules read, apart from lags and the deadline, is in the
+        shape (kind, model, quota, sandbox node, mode requests), so one full check
+        per shape is enough; lags are checked here against known actions.
+        """
         unknown = [lag.action for lag in action.after
                    if lag.action not in self.pending and lag.action not in self.running
                    and lag.action not in self.finished_end]
         if unknown:
             raise ValueError(f"actions[{action.id}].after: unknown action {unknown[0]!r}")
-        from tangram.model.compiled import compile_instance
-
+        sandbox = self.sandboxes.get(action.sandbox) if action.sandbox else None
+        modes = tuple((m.cores, m.memory_gb, m.gpus, m.gpu_type, m.quota, tuple(sorted(m.renewable.items())))
+                      for m in action.modes)
+        elastic = action.elastic.cores if action.elastic else None
+        shape = (action.kind, action.model, action.quota, action.sandbox and (sandbox.node if sandbox else None),
+                 modes, elastic, action.work_s is not None,
+                 action.deadline_s is not None and action.deadline_s < action.release_s)
+        if self._shapes.get(shape):
+            return
+        probe = action.model_copy(update={"after": ()})
+        inst = Instance(**self.fleet._fields(), sandboxes=tuple(self.sandboxes.values()), actions=(probe,),
+                        constraints=self.config.constraints)
         if not compile_instance(inst, self.config.tick_s).options(0):
             raise ValueError(f"actions[{action.id}]: no mode fits any resource of the fleet")
+        self._shapes[shape] = True
 
     # ------------------------------------------------------------------ feedback
 
@@ -435,6 +453,10 @@ class Controller:
         if not inst.actions:
             return EpochReport(now, [], len(self.pending), len(self.running), 0)
         cfg = self.config
+        if not any(self._may_start(a, self.pending[a.id].modes, now) for a in inst.actions):
+            # Only starts at `now` are dispatched, and none can happen: skip the solve.
+            return EpochReport(now, [], len(self.pending), len(self.running), len(inst.actions),
+                               next_s=self._next_change(inst.actions, now))
         result = solve(inst, solver=cfg.solver, config=self._solve_config)
         attempts = result.attempts
         if not result.status.has_solution() and cfg.constraints.deadlines and any(a.deadline_s for a in inst.actions):
@@ -467,6 +489,34 @@ class Controller:
                             attempts=[a.model_dump(mode="json") for a in attempts])
         return EpochReport(now, dispatched, len(self.pending), len(self.running), len(inst.actions),
                            result.status, result.solver, result.runtime_s, attempts, next_s)
+
+    def _may_start(self, a: Action, modes: tuple, now: float) -> bool:
+        """Whether some mode of ``a`` could start now on what is free (a superset test:
+        GPU types, model memory and lags are left to the solver)."""
+        if a.release_s > now + self.config.tick_s or any(lag.action in self.running for lag in a.after):
+            return False
+        led = self.ledger
+        for m in modes:
+            if m.quota and (led.quota[m.quota] < 1 or led.tokens(m.quota, now) < 1):
+                continue
+            if any(u > led.renewable[r] for r, u in m.renewable.items()):
+                continue
+            if m.cores:
+                nodes = (self.sandboxes[a.sandbox].node,) if (a.sandbox and self.config.constraints.affinity) \
+                    else led.cores
+                if not any(led.cores[n] >= m.cores and (not led.memory_checked[n] or led.memory[n] >= m.memory_gb)
+                           for n in nodes):
+                    continue
+            if m.gpus and not any(led.gpus_busy.isdisjoint(b) for b in self._blocks[m.gpus]):
+                continue
+            return True
+        return False
+
+    def _next_change(self, actions, now: float) -> float | None:
+        """The next time something pending may become startable without an event: a release or a rate token."""
+        times = [a.release_s for a in actions if a.release_s > now]
+        times += [t for q in self.ledger.rate if (t := self.ledger.token_free_at(q)) is not None and t > now]
+        return min(times, default=None)
 
     def _loads(self, action: Action, asg: Assignment) -> tuple[float, tuple[str, ...]]:
         if not action.model:

@@ -14,12 +14,11 @@ own hint -> the per-kind prior.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
-
-import numpy as np
 
 from tangram.model.instance import Action
 
@@ -103,8 +102,10 @@ class _Stats:
         return self.total / len(self.samples)
 
     def high(self, q: float) -> float:
+        """The q-quantile (nearest rank) of the kept samples, cached until the next sample."""
         if self._high is None:
-            self._high = float(np.quantile(np.fromiter(self.samples, float), q))
+            xs = sorted(self.samples)
+            self._high = xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))]
         return self._high
 
 
