@@ -3,8 +3,23 @@
 from tangram.model.check import evaluate, metrics, violations
 from tangram.model.compiled import Compiled, Option, compile_instance
 from tangram.model.instance import (
-    SCHEMA_VERSION, Action, ApiQuota, Constraints, CpuNode, Elastic, Gpu, Instance, Lag, Link, Mode,
-    Objective, Parallelism, Renewable, RewardModel, Running, Sandbox,
+    SCHEMA_VERSION,
+    Action,
+    ApiQuota,
+    Constraints,
+    CpuNode,
+    Elastic,
+    Gpu,
+    Instance,
+    Lag,
+    Link,
+    Mode,
+    Objective,
+    Parallelism,
+    Renewable,
+    RewardModel,
+    Running,
+    Sandbox,
 )
 from tangram.model.schedule import Assignment, Attempt, Metrics, Placement, Result, SolveStatus
 

@@ -86,11 +86,12 @@ def _violations(inst: Instance, schedule: list[Assignment]) -> Iterator[str]:  #
         yield f"{aid}: not an action of the instance"
 
     running_end = {r.action: r.end_s for r in inst.running}
+    running_models = _running_models(inst)
     load_ready: dict[tuple[str, str], float] = {}
     host = hosting(inst, schedule)
     if c.model_residency:
         for g, models in host.items():
-            resident = set(inst.resident.get(g, ()))
+            resident = set(inst.resident.get(g, ())) | running_models.get(g, set())
             mem = sum(ix.models[m].memory_gb for m in models)
             if g in ix.gpus and mem > ix.gpus[g].memory_gb + EPS:
                 yield f"gpu {g}: hosts {sorted(models)} needing {mem:g} GiB > {ix.gpus[g].memory_gb:g}"
@@ -176,6 +177,16 @@ def _action_violations(inst, ix, c, topo, a, asg, by_action, running_end, load_r
             usage[("rate", m.quota)].append((asg.start_s, asg.start_s + q.window_s, 1))
 
 
+def _running_models(inst: Instance) -> dict[str, set[str]]:
+    """GPU id -> models that running actions hold there (loaded, by definition)."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for r in inst.running:
+        if r.model:
+            for g in r.gpus:
+                out[g].add(r.model)
+    return out
+
+
 def _demands(node, cores, memory_gb, gpus, quota, renewable):
     if node is not None:
         if cores:
@@ -234,7 +245,9 @@ def metrics(inst: Instance, schedule: Iterable[Assignment]) -> Metrics:
     act = np.array([s.end_s - a.release_s for s, a in zip(schedule, acts, strict=True)]) if acts else np.zeros(1)
     makespan = max([s.end_s for s in schedule] + [inst.now_s]) - inst.now_s
     host = hosting(inst, schedule)
-    load = sum(ix.models[m].load_s for g, ms in host.items() for m in ms - set(inst.resident.get(g, ())))
+    running_models = _running_models(inst)
+    load = sum(ix.models[m].load_s for g, ms in host.items()
+               for m in ms - set(inst.resident.get(g, ())) - running_models.get(g, set()))
     gpu_eq = inst.objective.gpu_core_equivalent
     held = sum((s.end_s - s.start_s) * (s.placement.cores + gpu_eq * len(s.placement.gpus)) for s in schedule)
     return Metrics(
@@ -258,14 +271,24 @@ def _fastest_gpu(inst: Instance) -> float:
     return max((g.speed for g in inst.gpus), default=1.0)
 
 
+def slowdown_weights(inst: Instance) -> dict[str, list[tuple[int, float]]]:
+    """Task -> [(action index, weight)] such that the task's mean slowdown is
+    Σ weight·(end − release): weight = 1 / (number of timed actions of the task ·
+    shortest duration). Zero-duration actions (e.g. PSPLIB's dummy jobs) have no
+    slowdown and are left out. Every backend builds its fairness term from this."""
+    shortest = {i: shortest_duration(inst, a) for i, a in enumerate(inst.actions)}
+    members: dict[str, list[int]] = defaultdict(list)
+    for i, a in enumerate(inst.actions):
+        if shortest[i] > 0:
+            members[a.task].append(i)
+    return {t: [(i, 1.0 / (len(ix) * shortest[i])) for i in ix] for t, ix in members.items()}
+
+
 def _max_task_slowdown(inst: Instance, schedule: list[Assignment]) -> float:
-    ix = _index(inst)
-    per_task: dict[str, list[float]] = defaultdict(list)
-    for s in schedule:
-        a = ix.actions.get(s.action)
-        if a is not None:
-            per_task[a.task].append((s.end_s - a.release_s) / max(shortest_duration(inst, a), 1e-9))
-    return max((float(np.mean(v)) for v in per_task.values()), default=0.0)
+    end = {s.action: s.end_s for s in schedule}
+    acts = inst.actions
+    return max((sum(w * (end[acts[i].id] - acts[i].release_s) for i, w in rows if acts[i].id in end)
+                for rows in slowdown_weights(inst).values()), default=0.0)
 
 
 def evaluate(inst: Instance, schedule: Iterable[Assignment]) -> float:

@@ -123,7 +123,8 @@ class Compiled:
         reserved = np.zeros(len(inst.nodes))
         for s in inst.sandboxes:
             reserved[self.node_of[s.node]] += s.memory_gb
-        self.node_memory = np.array([n.memory_gb for n in inst.nodes]) - reserved
+        # A node that declares no memory (0) is uncapped, as in the checker.
+        self.node_memory = np.array([n.memory_gb if n.memory_gb > 0 else np.inf for n in inst.nodes]) - reserved
         self.memory_checked = c.memory and any(n.memory_gb > 0 for n in inst.nodes)
         self.gpu_memory = np.array([g.memory_gb for g in inst.gpus])
         self.gpu_speed = np.array([g.speed for g in inst.gpus])
@@ -139,6 +140,10 @@ class Compiled:
         for g, models in inst.resident.items():
             for m in models:
                 self.resident[self.model_of[m], self.gpu_of[g]] = True
+        for r in inst.running:  # a running action's model is on its GPUs by definition
+            if r.model:
+                for g in r.gpus:
+                    self.resident[self.model_of[r.model], self.gpu_of[g]] = True
 
         # Actions.
         acts = inst.actions
@@ -297,9 +302,12 @@ class Compiled:
 
     def horizon(self) -> int:
         """A safe upper bound on any end in an optimal schedule, ticks."""
-        longest = sum(max((int(g.durations.max()) for g in self.groups(i) if len(g.durations)), default=0)
+        # An action occupies its resources for its duration, and a rate token for a window.
+        longest = sum(max((max(int(g.durations.max()), self.quota_rate[g.quota][1] if g.quota != NONE
+                                and self.quota_rate[g.quota] else 0)
+                           for g in self.groups(i) if len(g.durations)), default=0)
                       for i in range(self.num_actions))
-        lags = sum(l for ps in self.preds for _, l in ps)
+        lags = sum(lag for ps in self.preds for _, lag in ps)
         fixed = max([b.end for b in self.busy] + [0])
         load = int(self.model_load.max()) if len(self.model_load) else 0
         release = int(self.release.max()) if self.num_actions else 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 from pydantic import Field
 
@@ -28,7 +28,7 @@ class Assignment(Frozen):
     placement: Placement = Placement()
 
 
-class SolveStatus(str, Enum):
+class SolveStatus(StrEnum):
     """Solver-neutral outcome. 'No solution' is a normal result, not an exception."""
 
     OPTIMAL = "OPTIMAL"

@@ -24,7 +24,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from tangram.model.check import shortest_duration
+from tangram.model.check import slowdown_weights
 from tangram.model.compiled import NONE, Compiled, Option
 from tangram.model.schedule import SolveStatus
 from tangram.solver.base import Outcome, Plan
@@ -245,7 +245,7 @@ class _Constraints:
         for n in range(len(c.node_ids)):
             users = self.users[("node", n)]
             self._cumulative([(iv, o.cores) for iv, o, _ in users], int(c.node_cores[n]))
-            if c.memory_checked:
+            if c.memory_checked and math.isfinite(c.node_memory[n]):
                 scale = integer_scale([*(o.memory_gb for _, o, _ in users), c.node_memory[n]])
                 cap = math.floor(c.node_memory[n] * scale + 1e-9)
                 self._cumulative([(iv, math.ceil(o.memory_gb * scale - 1e-9)) for iv, o, _ in users], cap)
@@ -406,18 +406,13 @@ class _Objective:
 
     def fairness_term(self, weight: float) -> list[tuple[dict[int, float], float]]:
         r"""w·F, F >= w·mean over the task's actions of (now + tick·end_i − release_i) / sd_i
-        for every task, sd_i = check.shortest_duration. Returns each task's row:
+        for every task (weights from check.slowdown_weights). Returns each task's row:
         ({i: coefficient of end_i}, constant), in objective units."""
         c, inst = self.c, self.c.instance
-        by_task: dict[int, list[int]] = defaultdict(list)
-        for i in range(c.num_actions):
-            by_task[int(c.task[i])].append(i)
-        sd = [max(shortest_duration(inst, a), 1e-9) for a in inst.actions]
         rows = []
-        for members in by_task.values():
-            share = [weight / (len(members) * sd[i]) for i in members]
-            rows.append(({i: x * c.tick_s for i, x in zip(members, share, strict=True)},
-                         sum(x * (inst.now_s - inst.actions[i].release_s) for i, x in zip(members, share, strict=True))))
+        for members in slowdown_weights(inst).values():
+            rows.append(({i: weight * x * c.tick_s for i, x in members},
+                         sum(weight * x * (inst.now_s - inst.actions[i].release_s) for i, x in members)))
         return rows
 
 

@@ -26,8 +26,11 @@ from tangram.solver.base import Outcome, Plan
 from tangram.solver.config import SolveConfig
 from tangram.solver.profile import Profile
 
-
 _NEVER = np.iinfo(np.int64).max
+
+
+class _Stuck(Exception):
+    """List scheduling painted itself into a corner (GPU memory taken by other models)."""
 
 
 class GreedyBackend:
@@ -40,7 +43,10 @@ class GreedyBackend:
     def solve(self, compiled: Compiled, config: SolveConfig, initial: Plan | None = None) -> Outcome:
         t0 = time.perf_counter()
         state = _State(compiled, config)
-        missed = state.place_all()
+        try:
+            missed = state.place_all()
+        except _Stuck as stuck:
+            return Outcome(SolveStatus.NO_SOLUTION_IN_TIME, message=str(stuck))
         if config.elastic:
             state.water_fill()
         plan = Plan(state.choice)
@@ -96,6 +102,9 @@ class _State:
             if k is None:
                 missed.append(i)
                 k, start = self._best(i, int(earliest[i]), ignore_deadline=True)
+                if k is None:
+                    raise _Stuck(f"greedy found no placement for {c.action_ids[i]}: the GPUs that could host "
+                                 "its model are full of the models it placed before")
             self._commit(i, k, start)
             end = start + c.option(i, k).duration
             for j, lag in succ[i]:
@@ -245,25 +254,31 @@ class _State:
         old = c.option(i, k_old)
         if not old.cores:
             return None
-        better = []
+        step = None
         for g in c.groups(i):
-            if g.nodes is None or g.cores <= old.cores:
+            if g.nodes is None or g.cores <= old.cores or (step and g.cores >= step[0]):
                 continue
-            hit = np.flatnonzero(g.nodes == old.node)
-            if len(hit) and g.durations[hit[0]] < old.duration:
-                better.append((g.cores, g.offset + int(hit[0]), int(g.durations[hit[0]])))
-        if not better:
+            k = 0 if len(g.nodes) == 1 and g.nodes[0] == old.node else _position(g.nodes, old.node)
+            if k is not None and g.durations[k] < old.duration:
+                step = (g.cores, g.offset + k, int(g.durations[k]))
+        if step is None:
             return None
-        cores, k, duration = min(better)
+        cores, k, duration = step
         gain = c.weight[i] * (old.duration - duration) / (cores - old.cores)
         return (-gain, i, k)
 
     def _upgrade_fits(self, old: Option, new: Option, start: int) -> bool:
-        extra = new.cores - old.cores
-        cores = self.cores[old.node]
-        cores.add(start, start + old.duration, -old.cores)
-        ok = cores.earliest(start, new.duration, new.cores) == start
-        cores.add(start, start + old.duration, old.cores)
-        if ok and self.memory is not None and new.memory_gb > old.memory_gb:
-            ok = self.memory[old.node].earliest(start, new.duration, new.memory_gb - old.memory_gb) == start
-        return ok and extra > 0
+        """The extra cores (and memory) are free for the whole shorter run; the old run
+        covers [start, start + new.duration), so its own usage is subtracted."""
+        end = start + new.duration
+        if self.cores[old.node].peak(start, end) - old.cores + new.cores > self.cores[old.node].capacity:
+            return False
+        if self.memory is not None and new.memory_gb > old.memory_gb:
+            memory = self.memory[old.node]
+            return memory.peak(start, end) - old.memory_gb + new.memory_gb <= memory.capacity + 1e-9
+        return True
+
+
+def _position(nodes: np.ndarray, node: int) -> int | None:
+    hit = np.flatnonzero(nodes == node)
+    return int(hit[0]) if len(hit) else None

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pulp
 
-from tangram.model.check import shortest_duration
+from tangram.model.check import slowdown_weights
 from tangram.model.compiled import NONE, Compiled
 from tangram.model.schedule import SolveStatus
 from tangram.solver.base import Outcome, Plan
@@ -373,16 +373,11 @@ class _Model:
                           for k, _, var in self._starts(i)]
         if obj.fairness and c.num_actions:
             self.fairness = self._var("fairness")
-            tasks: dict[int, list[int]] = defaultdict(list)
-            for i in range(c.num_actions):
-                tasks[int(c.task[i])].append(i)
-            for task, members in tasks.items():
+            for task, members in slowdown_weights(inst).items():
                 row, const = [(self.fairness, 1.0)], 0.0
-                for i in members:
-                    a = inst.actions[i]
-                    scale = 1.0 / (len(members) * max(shortest_duration(inst, a), 1e-9))
+                for i, scale in members:
                     row += [(var, -scale * tick * e) for var, e in self._end(i)]
-                    const += scale * (inst.now_s - a.release_s)
+                    const += scale * (inst.now_s - inst.actions[i].release_s)
                 self._add(row, pulp.LpConstraintGE, const, f"fairness_{task}")
             terms.append((self.fairness, obj.fairness))
         coef: dict[pulp.LpVariable, float] = defaultdict(float)  # terms share binaries: sum, never overwrite
@@ -418,11 +413,8 @@ class _Model:
 
     def _task_slowdowns(self, ends: list[int]) -> list[float]:
         inst, c = self.c.instance, self.c
-        per_task: dict[int, list[float]] = defaultdict(list)
-        for i, a in enumerate(inst.actions):
-            per_task[int(c.task[i])].append((c.seconds_at(ends[i]) - a.release_s)
-                                            / max(shortest_duration(inst, a), 1e-9))
-        return [float(np.mean(v)) for v in per_task.values()]
+        return [sum(w * (c.seconds_at(ends[i]) - inst.actions[i].release_s) for i, w in members)
+                for members in slowdown_weights(inst).values()] or [0.0]
 
     def plan(self) -> Plan | None:
         """The solver's chosen (option, start) per action; None if it left one unchosen."""

@@ -38,6 +38,12 @@ class Profile:
             k += 1
         return s
 
+    def peak(self, start: int, end: int) -> float:
+        """Largest usage on [start, end)."""
+        times, usage = self.times, self.usage
+        first = bisect_right(times, start) - 1
+        return max(usage[first:bisect_right(times, end - 1)])
+
     def add(self, start: int, end: int, demand: float) -> None:
         """Occupy [start, end) with ``demand`` units."""
         if demand == 0 or end <= start:

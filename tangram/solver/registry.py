@@ -19,8 +19,9 @@ BACKENDS: dict[str, str] = {
     "greedy": "tangram.solver.greedy:GreedyBackend",
 }
 
-# A proven verdict ends the chain: no fallback can do better.
-_FINAL = (SolveStatus.OPTIMAL, SolveStatus.INFEASIBLE, SolveStatus.MODEL_INVALID)
+# A proven verdict ends the chain: no fallback can do better. (MODEL_INVALID is a
+# backend's own failure, so the chain goes on.)
+_FINAL = (SolveStatus.OPTIMAL, SolveStatus.INFEASIBLE)
 
 
 def backend(name: str) -> Backend:
