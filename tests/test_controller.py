@@ -185,8 +185,9 @@ def test_sandbox_affinity_and_placement():
     c.submit(job("x", trajectory="t2"))
     c.epoch(0.0)
     assert ex.launched[0][1].placement.node == "b"
+    c.submit(job("y", trajectory="t2"))  # still pending when the trajectory closes
     c.close_trajectory("t2")
-    assert "t2" not in c.sandboxes
+    assert "t2" not in c.sandboxes and "y" not in c.pending and "x" in c.running
 
 
 def test_submit_rejects_what_cannot_run(ctl):

@@ -314,6 +314,9 @@ class Controller:
         return sb
 
     def close_trajectory(self, trajectory_id: str) -> None:
+        """Release the sandbox; the trajectory's still pending actions are cancelled (running ones finish)."""
+        for aid in [j.action.id for j in self.pending.values() if j.action.trajectory == trajectory_id]:
+            self.cancel(aid)
         sb = self.sandboxes.pop(trajectory_id, None)
         self.prev.pop(trajectory_id, None)
         if sb is not None:
@@ -481,8 +484,8 @@ class Controller:
                     if wake is not None:
                         next_s = wake if next_s is None else min(next_s, wake)
                     continue
-                self._dispatch(job, asg, hold, loads, load_s, now, host)
-                dispatched.append(job.action.id)
+                if self._dispatch(job, asg, hold, loads, load_s, now, host):
+                    dispatched.append(job.action.id)
         self.journal.append("solve", now, solver=result.solver, status=result.status.value,
                             runtime_s=result.runtime_s, pending=len(self.pending) + len(dispatched),
                             window=len(inst.actions), dispatched=len(dispatched),
@@ -525,20 +528,23 @@ class Controller:
         return (self.models[action.model].load_s if loads else 0.0), loads
 
     def _dispatch(self, job: Job, asg: Assignment, hold: Hold, loads: tuple[str, ...], load_s: float,
-                  now: float, host: dict[str, set[str]]) -> None:
+                  now: float, host: dict[str, set[str]]) -> bool:
         a = job.action
-        start = now + load_s
-        asg = asg.model_copy(update={"start_s": start, "end_s": start + (asg.end_s - asg.start_s)})
-        del self.pending[a.id]
-        self.ledger.acquire(a.id, hold, now)
         if a.model:
             for g in asg.placement.gpus:
-                loaded, evicted = self.residency.use(a.model, g, pinned=host.get(g, ()))
+                try:
+                    loaded, evicted = self.residency.use(a.model, g, pinned=host.get(g, ()))
+                except MemoryError:  # only without the residency constraint: wait for the GPU to empty
+                    return False
                 for m in evicted:
                     self.journal.append("evict", now, gpu=g, model=m)
                 if loaded:
                     self.journal.append("load", now, gpu=g, model=a.model, load_s=load_s)
                 host.setdefault(g, set()).add(a.model)
+        start = now + load_s
+        asg = asg.model_copy(update={"start_s": start, "end_s": start + (asg.end_s - asg.start_s)})
+        del self.pending[a.id]
+        self.ledger.acquire(a.id, hold, now)
         job.assignment, job.dispatched_s, job.loads, job.load_s = asg, now, loads, load_s
         job.running = Running.model_construct(
             action=a.id, task=a.task, end_s=asg.end_s, node=hold.node, cores=hold.cores, memory_gb=hold.memory_gb,
@@ -547,6 +553,7 @@ class Controller:
         self.journal.append("dispatched", now, action=a.id, assignment=asg.model_dump(mode="json"),
                             loads=list(loads), load_s=load_s)
         self.executor.launch(job, asg)
+        return True
 
 
 #: Builds a policy for a fleet, executor, clock and journal (the simulator's plug).
