@@ -266,7 +266,7 @@ class Controller:
     estimator
         Duration estimates; a :class:`DurationEstimator` with default priors if None.
     journal
-        Where events go; an in-memory-less, file-less journal if None.
+        Where events go; a journal that keeps nothing if None.
     """
 
     def __init__(self, fleet: Fleet, executor: Executor, clock: Clock, config: ControllerConfig | None = None,
