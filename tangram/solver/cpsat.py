@@ -466,8 +466,9 @@ class CpSatModel:
             for ch in v.choices[i]:
                 put(ch.present, int(ch.k == k), free)
         hosted = {(c.options(i)[k].model, g) for i, (k, _) in enumerate(plan.choice) for g in c.options(i)[k].gpus}
+        hosted |= c.pinned_hosting()
         for pair, h in v.hosts.items():
-            put(h, int(pair in hosted or pair in c.pinned_hosting()))
+            put(h, int(pair in hosted))
         o = self.objective
         if o.makespan is not None:
             put(o.makespan, max([0, *ends]))
