@@ -316,19 +316,17 @@ class Compiled:
     # ------------------------------------------------------------------ results
 
     def assignment(self, i: int, option: Option, start: int) -> Assignment:
-        """Map one decision back to ids and seconds."""
-        return Assignment(
-            action=self.action_ids[i],
-            start_s=self.seconds_at(start),
-            end_s=self.seconds_at(start + option.duration),
-            mode=option.mode,
-            placement=Placement(
-                node=self.node_ids[option.node] if option.node != NONE else None,
-                cores=option.cores,
-                gpus=tuple(self.gpu_ids[g] for g in option.gpus),
-                quota=self.quota_ids[option.quota] if option.quota != NONE else None,
-            ),
+        """Map one decision back to ids and seconds (built without re-validation: every
+        id comes from the validated instance)."""
+        placement = Placement.model_construct(
+            node=self.node_ids[option.node] if option.node != NONE else None,
+            cores=option.cores,
+            gpus=tuple(self.gpu_ids[g] for g in option.gpus),
+            quota=self.quota_ids[option.quota] if option.quota != NONE else None,
         )
+        return Assignment.model_construct(action=self.action_ids[i], start_s=self.seconds_at(start),
+                                          end_s=self.seconds_at(start + option.duration), mode=option.mode,
+                                          placement=placement)
 
 
 def compile_instance(instance: Instance, tick_s: float = 0.01) -> Compiled:

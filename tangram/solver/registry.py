@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import importlib
 import time
+from dataclasses import dataclass
 
 from tangram.model.check import evaluate, hosting, metrics
 from tangram.model.compiled import Compiled, compile_instance
-from tangram.model.instance import Instance
-from tangram.model.schedule import Attempt, Result, SolveStatus
+from tangram.model.instance import SCHEMA_VERSION, Instance
+from tangram.model.schedule import Assignment, Attempt, Result, SolveStatus
 from tangram.solver.base import Backend, Outcome, Plan
 from tangram.solver.config import SolveConfig
 
@@ -50,20 +51,21 @@ def solve(
     compiled = instance if isinstance(instance, Compiled) else compile_instance(instance, config.tick_s)
     chain = list(dict.fromkeys([solver, *config.fallback]))
     attempts: list[Attempt] = []
-    done: dict[str, Outcome] = {}  # the warm start is also the greedy fallback
+    done: dict[str, _Tried] = {}  # the warm start is also the greedy fallback
     hint = initial
     if hint is None and config.warm_start and any(backend(n).exact for n in chain):
         done["greedy"] = _attempt(backend("greedy"), compiled, config, None, attempts)
-        hint = done["greedy"].plan
-    chosen: tuple[str, Outcome] | None = None
+        hint = done["greedy"].outcome.plan
+    chosen: _Tried | None = None
     bound: float | None = None
     verdict: SolveStatus | None = None
     for name in chain:
-        outcome = done.get(name) or _attempt(backend(name), compiled, config, hint, attempts)
+        tried = done.get(name) or _attempt(backend(name), compiled, config, hint, attempts)
+        outcome = tried.outcome
         if outcome.bound is not None:
             bound = outcome.bound if bound is None else max(bound, outcome.bound)
-        if outcome.status.has_solution() and outcome.plan is not None:
-            chosen = (name, outcome)
+        if tried.schedule is not None:
+            chosen = tried
             break
         if outcome.status in _FINAL:
             verdict = outcome.status
@@ -71,8 +73,18 @@ def solve(
     return _result(compiled, chosen, bound, verdict, attempts, time.perf_counter() - t0)
 
 
+@dataclass
+class _Tried:
+    """One backend run: its outcome and, when it has a plan, the schedule and its objective."""
+
+    name: str
+    outcome: Outcome
+    schedule: list[Assignment] | None = None
+    objective: float | None = None
+
+
 def _attempt(b: Backend, compiled: Compiled, config: SolveConfig, hint: Plan | None,
-             attempts: list[Attempt]) -> Outcome:
+             attempts: list[Attempt]) -> _Tried:
     t0 = time.perf_counter()
     if not b.is_installed():
         outcome = Outcome(SolveStatus.ERROR, message=f"{b.name} is not installed")
@@ -81,35 +93,34 @@ def _attempt(b: Backend, compiled: Compiled, config: SolveConfig, hint: Plan | N
             outcome = b.solve(compiled, config, hint)
         except Exception as exc:  # a failing backend is an attempt, not a crash
             outcome = Outcome(SolveStatus.ERROR, message=f"{type(exc).__name__}: {exc}")
-    objective = None
-    if outcome.plan is not None:
-        objective = evaluate(compiled.instance, to_schedule(compiled, outcome.plan))
+    tried = _Tried(b.name, outcome)
+    if outcome.status.has_solution() and outcome.plan is not None:
+        tried.schedule = to_schedule(compiled, outcome.plan)
+        tried.objective = evaluate(compiled.instance, tried.schedule)
     attempts.append(Attempt(solver=b.name, status=outcome.status, runtime_s=time.perf_counter() - t0,
-                            objective=objective, bound=outcome.bound, message=outcome.message))
-    return outcome
+                            objective=tried.objective, bound=outcome.bound, message=outcome.message))
+    return tried
 
 
-def to_schedule(compiled: Compiled, plan: Plan):
+def to_schedule(compiled: Compiled, plan: Plan) -> list[Assignment]:
     """A compiled plan as assignments in ids and seconds."""
     return [compiled.assignment(i, compiled.option(i, k), start) for i, (k, start) in enumerate(plan.choice)]
 
 
-def _result(compiled, chosen, bound, verdict, attempts, runtime_s) -> Result:
+def _result(compiled: Compiled, chosen: _Tried | None, bound, verdict, attempts, runtime_s) -> Result:
     inst = compiled.instance
     if chosen is None:
         status = verdict or next((a.status for a in attempts if a.status != SolveStatus.ERROR), SolveStatus.ERROR)
         if status.has_solution():  # a backend claimed a solution it could not deliver
             status = SolveStatus.ERROR
         return Result(instance=inst.name, status=status, solver="", runtime_s=runtime_s, attempts=tuple(attempts))
-    name, outcome = chosen
-    schedule = to_schedule(compiled, outcome.plan)
-    objective = evaluate(inst, schedule)
+    objective, status = chosen.objective, chosen.outcome.status
     if bound is not None:
         bound = min(bound, objective)
-    status = outcome.status
-    if status == SolveStatus.OPTIMAL and (bound is None or objective - bound > 1e-6 * max(1.0, abs(objective))):
-        bound = objective if bound is None else bound
-    host = {g: tuple(sorted(ms)) for g, ms in sorted(hosting(inst, schedule).items())}
-    return Result(instance=inst.name, status=status, solver=name, objective=objective, bound=bound,
-                  runtime_s=runtime_s, attempts=tuple(attempts), schedule=tuple(schedule), hosting=host,
-                  metrics=metrics(inst, schedule))
+    if status == SolveStatus.OPTIMAL and bound is None:
+        bound = objective
+    host = {g: tuple(sorted(ms)) for g, ms in sorted(hosting(inst, chosen.schedule).items())}
+    return Result.model_construct(  # every part is already validated; skip re-validating thousands of rows
+        schema_version=SCHEMA_VERSION, instance=inst.name, status=status, solver=chosen.name, objective=objective,
+        bound=bound, runtime_s=runtime_s, attempts=tuple(attempts), schedule=tuple(chosen.schedule), hosting=host,
+        metrics=metrics(inst, chosen.schedule))
