@@ -78,6 +78,7 @@ class _State:
             if b.model != NONE:
                 self._host(b.model, b.gpus)
         self.choice: list[tuple[int, int]] = [(0, 0)] * c.num_actions
+        self.chosen: list[Option | None] = [None] * c.num_actions  # the option behind each choice
         self.upgrades = 0
         self._block_arrays: dict[tuple[int, ...], np.ndarray] = {}
 
@@ -105,8 +106,7 @@ class _State:
                 if k is None:
                     raise _Stuck(f"greedy found no placement for {c.action_ids[i]}: the GPUs that could host "
                                  "its model are full of the models it placed before")
-            self._commit(i, k, start)
-            end = start + c.option(i, k).duration
+            end = start + self._commit(i, k, start).duration
             for j, lag in succ[i]:
                 earliest[j] = max(earliest[j], end + lag)
                 waiting[j] -= 1
@@ -192,14 +192,15 @@ class _State:
             return None
         return b, int(start[b]), (int(end[b]), int(loading[b]), blocks.shape[1])
 
-    def _commit(self, i: int, k: int, start: int) -> None:
+    def _commit(self, i: int, k: int, start: int) -> Option:
         o = self.c.option(i, k)
-        self.choice[i] = (k, start)
+        self.choice[i], self.chosen[i] = (k, start), o
         self._occupy(o, start, start + o.duration)
         if o.gpus:
             self.gpu_free[list(o.gpus)] = start + o.duration
             if self.residency and o.model != NONE:
                 self._host(o.model, o.gpus)
+        return o
 
     def _occupy(self, o, start: int, end: int) -> None:
         if o.node != NONE:
@@ -232,8 +233,8 @@ class _State:
                 heapq.heappush(heap, step)
         while heap:
             _, i, k_new = heapq.heappop(heap)
-            k_old, start = self.choice[i]
-            old, new = c.option(i, k_old), c.option(i, k_new)
+            _, start = self.choice[i]
+            old, new = self.chosen[i], c.option(i, k_new)
             if not self._upgrade_fits(old, new, start):
                 continue
             self.cores[old.node].add(start, start + old.duration, -old.cores)
@@ -241,7 +242,7 @@ class _State:
             if self.memory is not None and old.memory_gb:
                 self.memory[old.node].add(start, start + old.duration, -old.memory_gb)
                 self.memory[new.node].add(start, start + new.duration, new.memory_gb)
-            self.choice[i] = (k_new, start)
+            self.choice[i], self.chosen[i] = (k_new, start), new
             self.upgrades += 1
             step = self._next_upgrade(i)
             if step:
@@ -250,8 +251,7 @@ class _State:
     def _next_upgrade(self, i: int):
         """The next larger core count on the same node, keyed by -(weighted gain per core)."""
         c = self.c
-        k_old, _ = self.choice[i]
-        old = c.option(i, k_old)
+        old = self.chosen[i]
         if not old.cores:
             return None
         step = None
