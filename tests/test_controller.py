@@ -235,3 +235,17 @@ def test_journal_round_trip_and_recovery(tmp_path):
     with path.open("a") as f:
         f.write('{"type": "acc')  # a torn last line
     assert len(list(Journal.read(path))) == len(events)
+
+
+def test_window_puts_startable_work_first():
+    """Old GPU actions waiting for the one GPU must not hide CPU work from a small window."""
+    clock, ex = FakeClock(), FakeExecutor()
+    c = Controller(FLEET, ex, clock, ControllerConfig(window=1))
+    c.submit(Action(id="g1", kind="gpu", model="rm", work_s=1.0))
+    c.submit(Action(id="g2", kind="gpu", model="rm", work_s=1.0))
+    c.submit(job("c1"))
+    assert c.epoch(0.0).dispatched == ["g1"]
+    assert c.window(0.0) == ((c.pending["c1"].action,), 1)
+    assert c.epoch(0.0).dispatched == ["c1"]
+    r = c.epoch(0.0)
+    assert r.dispatched == [] and r.window == 1 and r.status is None  # g2 waits; no solve

@@ -410,24 +410,15 @@ class Controller:
 
     # ------------------------------------------------------------------ the epoch
 
-    def snapshot(self, now: float) -> Instance:
-        """Pending (the most urgent ``config.window``) plus running actions as an instance.
+    def snapshot(self, now: float, actions: tuple[Action, ...] | None = None) -> Instance:
+        """Pending (``actions``, by default :meth:`window`) plus running actions as an instance.
 
         Built with ``model_construct``: every action was validated on submission
         and every other part comes from the validated fleet, so re-validating
-        each epoch would only cost time. Lags to finished actions become release
-        times; an action whose predecessor has not been dispatched waits.
+        each epoch would only cost time.
         """
-        window: list[Action] = []
-        for job in self.pending.values():
-            a = job.action
-            if a.after:
-                a = self._resolve_lags(a)
-                if a is None:
-                    continue
-            window.append(a)
-            if len(window) >= self.config.window:
-                break
+        if actions is None:
+            actions = self.window(now)[0]
         running = []
         for job in self.running.values():
             r = job.running
@@ -436,8 +427,37 @@ class Controller:
             running.append(r)
         return self.fleet.instance(
             name=f"epoch@{now:.3f}", now_s=now, resident=self.residency.snapshot(),
-            sandboxes=tuple(self.sandboxes.values()), actions=tuple(window), running=tuple(running),
+            sandboxes=tuple(self.sandboxes.values()), actions=actions, running=tuple(running),
             objective=self.config.objective, constraints=self.config.constraints)
+
+    def window(self, now: float) -> tuple[tuple[Action, ...], int]:
+        """The at most ``config.window`` pending actions to plan, and how many of them may start now.
+
+        Actions that may start now come first (in arrival order), then the oldest
+        of the others, so that actions blocked on one pool never hide work another
+        pool could start. Lags to finished actions become release times; an action
+        whose predecessor has not been dispatched waits.
+        """
+        size = self.config.window
+        ready: list[Action] = []
+        waiting: list[Action] = []
+        blocked: set[tuple] = set()  # request shapes found not startable in this epoch
+        for job in self.pending.values():
+            a = job.action
+            if a.after:
+                a = self._resolve_lags(a)
+                if a is None:
+                    continue
+            shape = (a.kind, a.model, a.quota, a.sandbox, a.release_s > now, tuple((m.cores, m.gpus) for m in job.modes))
+            if shape not in blocked and self._may_start(a, job.modes, now):
+                ready.append(a)
+                if len(ready) >= size:
+                    break
+            else:
+                blocked.add(shape)
+                if len(waiting) < size:
+                    waiting.append(a)
+        return tuple(ready + waiting[:size - len(ready)]), len(ready)
 
     def _resolve_lags(self, a: Action) -> Action | None:
         keep, release = [], a.release_s
@@ -452,14 +472,15 @@ class Controller:
 
     def epoch(self, now: float) -> EpochReport:
         """Plan the pending actions and dispatch those that start now."""
-        inst = self.snapshot(now)
-        if not inst.actions:
+        actions, ready = self.window(now)
+        if not actions:
             return EpochReport(now, [], len(self.pending), len(self.running), 0)
-        cfg = self.config
-        if not any(self._may_start(a, self.pending[a.id].modes, now) for a in inst.actions):
+        if not ready:
             # Only starts at `now` are dispatched, and none can happen: skip the solve.
-            return EpochReport(now, [], len(self.pending), len(self.running), len(inst.actions),
-                               next_s=self._next_change(inst.actions, now))
+            return EpochReport(now, [], len(self.pending), len(self.running), len(actions),
+                               next_s=self._next_change(actions, now))
+        inst = self.snapshot(now, actions)
+        cfg = self.config
         result = solve(inst, solver=cfg.solver, config=self._solve_config)
         attempts = result.attempts
         if not result.status.has_solution() and cfg.constraints.deadlines and any(a.deadline_s for a in inst.actions):
