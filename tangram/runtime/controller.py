@@ -190,6 +190,7 @@ class ControllerConfig(Frozen):
     deterministic: bool = Field(default=False, description="Reproducible solver runs (one worker, fixed seed).")
     seed: int = Field(default=0, ge=0)
     elastic: bool = Field(default=True, description="Greedy: water-fill leftover cores.")
+    residency_aware: bool = Field(default=True, description="Greedy: prefer GPUs whose model is resident.")
     overdue_s: float = Field(default=0.5, gt=0, description="An overrunning action is assumed to end this much later, s.")
     objective: Objective = Objective()
     constraints: Constraints = Constraints()
@@ -197,7 +198,8 @@ class ControllerConfig(Frozen):
     def solve_config(self) -> SolveConfig:
         return SolveConfig(time_limit_s=self.time_limit_s, tick_s=self.tick_s, deterministic=self.deterministic,
                            num_workers=1 if self.deterministic else 0, seed=self.seed, fallback=self.fallback,
-                           window=self.exact_window, elastic=self.elastic)
+                           window=self.exact_window, elastic=self.elastic,
+                           residency_aware=self.residency_aware)
 
 
 @dataclass

@@ -75,10 +75,14 @@ class SharedFifoPolicy:
         job = Job(action=action, payload=payload, tool=tool or action.kind,
                   key=EstimateKey(action.task, tool or action.kind), estimate=Estimate(base, base), seq=self._seq)
         self._seq += 1
-        self.queues.setdefault(action.kind, deque()).append(job)
+        self.queues.setdefault(self.queue_key(action), deque()).append(job)
         self.journal.append("accepted", self.clock.now(), action=action.model_dump(mode="json", exclude_defaults=True),
                             payload=payload, tool=job.tool)
         return job
+
+    def queue_key(self, action: Action) -> Any:
+        """The FIFO queue an action joins: one per resource class (subclasses split further)."""
+        return action.kind
 
     def complete(self, action_id: str, outcome: ActionOutcome) -> None:
         self.running.pop(action_id)
