@@ -75,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     bs.add_argument("--seed", type=int, default=0)
     bs.add_argument("--repeat", type=int, default=3)
     bs.set_defaults(run=_bench_solver)
+    _service_commands(sub)
     return p
 
 
@@ -226,6 +227,125 @@ def _save_gantt(result, path: Path) -> None:
     ax.figure.tight_layout()
     ax.figure.savefig(path, dpi=120)
     plt.close(ax.figure)
+
+
+# --------------------------------------------------------------------------- the service: serve, submit, status, demo
+
+
+def _service_commands(sub) -> None:
+    sv = sub.add_parser("serve", help="run the scheduling service (HTTP API on embedded or joined Ray)")
+    sv.add_argument("--config", type=Path, help="service TOML (fleet, plug-ins, [controller]); a default fleet if absent")
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8470)
+    sv.add_argument("--token-file", type=Path, help="bearer tokens, one a line; a new one is written here if absent")
+    sv.add_argument("--ray-address", help="join this Ray cluster and discover its nodes and GPUs")
+    sv.add_argument("--journal", type=Path, default=Path("tangram-journal.jsonl"),
+                    help="append-only journal; an existing one is resumed")
+    sv.set_defaults(run=_serve)
+
+    for name, fn, help_ in (("submit", _submit, "submit one action to a service and print its result"),
+                            ("status", _status, "queue lengths, pools and recent ACT of a service")):
+        c = sub.add_parser(name, help=help_)
+        c.add_argument("--url", default="http://127.0.0.1:8470")
+        c.add_argument("--token-file", type=Path, required=True)
+        if name == "submit":
+            what = c.add_mutually_exclusive_group(required=True)
+            what.add_argument("--code", help="Python source to run in a sandbox")
+            what.add_argument("--argv", nargs="+", help="a command to run in a sandbox")
+            c.add_argument("--cores", type=int, default=1)
+            c.add_argument("--duration", type=float, default=1.0, help="duration hint, seconds")
+            c.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the result")
+        c.set_defaults(run=fn)
+
+    d = sub.add_parser("demo", help="drive MBPP and HumanEval through the live service, Tangram vs trajectory-bound")
+    d.add_argument("--mbpp", type=int, default=60, help="MBPP problems")
+    d.add_argument("--humaneval", type=int, default=20, help="HumanEval problems")
+    d.add_argument("--solver", default="greedy", help="the controller's backend (greedy, cpsat)")
+    d.add_argument("--policies", default="tangram,trajectory-bound", help="comma-separated policies to run")
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--out", type=Path, default=Path("out/demo"), help="report directory")
+    d.set_defaults(run=_demo)
+
+
+def _serve(args) -> int:
+    from tangram.service.config import ServiceConfig, default_config
+    from tangram.service.server import Service, new_token, read_tokens, serve
+
+    config = ServiceConfig.from_file(args.config) if args.config else default_config()
+    if args.token_file and args.token_file.exists():
+        tokens = read_tokens(args.token_file)
+    else:
+        tokens = [new_token()]
+        if args.token_file:
+            args.token_file.parent.mkdir(parents=True, exist_ok=True)
+            args.token_file.write_text(tokens[0] + "\n")
+            args.token_file.chmod(0o600)
+            print(f"token written to {args.token_file}", file=sys.stderr)
+        else:
+            print(f"token: {tokens[0]}", file=sys.stderr)
+    service = Service(config, journal=args.journal, ray_address=args.ray_address)
+    print(f"tangram: {config.policy} on {len(service.fleet.nodes)} nodes, {len(service.fleet.gpus)} GPUs; "
+          f"resumed {service.runner.resumed} actions; http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+    serve(service, tokens, args.host, args.port)
+    return 0
+
+
+def _client(args):
+    from tangram.client import Client
+    from tangram.service.server import read_tokens
+
+    return Client(args.url, read_tokens(args.token_file)[0])
+
+
+def _submit(args) -> int:
+    import uuid
+
+    from tangram.client import TangramError
+
+    payload = {"code": args.code} if args.code is not None else {"argv": args.argv}
+    action = {"id": f"cli-{uuid.uuid4().hex[:12]}", "kind": "cpu",
+              "modes": [{"duration_s": args.duration, "cores": args.cores}]}
+    try:
+        with _client(args) as c:
+            c.submit(action, payload)
+            rec = c.wait(action["id"], timeout_s=args.timeout)
+    except (TangramError, TimeoutError) as e:
+        raise InputError(str(e)) from None
+    r = rec.get("result") or {}
+    sys.stdout.write(r.get("stdout", ""))
+    sys.stderr.write(r.get("stderr", ""))
+    print(f"[{rec['id']}: {rec['state']} on {rec['node']} ({rec['cores']} cores), ACT {rec['act_s']:.3f} s]",
+          file=sys.stderr)
+    return 0 if rec["state"] == "ok" else 1
+
+
+def _status(args) -> int:
+    from tangram.analysis.tables import format_table
+    from tangram.client import TangramError
+
+    try:
+        with _client(args) as c:
+            s = c.status()
+    except TangramError as e:
+        raise InputError(str(e)) from None
+    act = s["recent_act"]
+    rows = [["policy", s["policy"]], ["pending", s["pending"]], ["running", s["running"]],
+            ["finished", sum(v for k, v in s["states"].items() if k not in ("pending", "running"))],
+            ["trajectories", s["trajectories"]], ["resumed", s["resumed"]],
+            ["recent ACT mean/p50/p99 s", "/".join("-" if act[k] is None else f"{act[k]:.3f}"
+                                                   for k in ("mean_s", "p50_s", "p99_s"))],
+            ["epochs", s["epochs"]], ["max epoch lag s", round(s["max_epoch_lag_s"], 4)]]
+    rows += [[f"busy {pool}", f"{100 * b:.0f}%"] for pool, b in s["pools"]["busy"].items()]
+    print(format_table(["field", "value"], rows))
+    return 0
+
+
+def _demo(args) -> int:
+    from tangram.demo import run_demo
+
+    summary = run_demo(mbpp=args.mbpp, humaneval=args.humaneval, solver=args.solver, seed=args.seed,
+                       policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()), out=args.out)
+    return 0 if all(r["lost"] == 0 for r in summary["policies"].values()) else 1
 
 
 if __name__ == "__main__":
