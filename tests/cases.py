@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+import itertools
+
+from hypothesis import strategies as st
+
+from tangram import evaluate, violations
+from tangram.model.compiled import compile_instance
 from tangram.model.instance import (
-    Action, ApiQuota, CpuNode, Elastic, Gpu, Instance, Lag, Mode, Objective, Parallelism, RewardModel, Running,
+    Action,
+    ApiQuota,
+    CpuNode,
+    Elastic,
+    Gpu,
+    Instance,
+    Lag,
+    Mode,
+    Objective,
+    Parallelism,
+    RewardModel,
+    Running,
     Sandbox,
 )
+from tangram.solver import to_schedule
+from tangram.solver.base import Plan
+
+TICK = 0.1
 
 
 def two_jobs_one_core() -> Instance:
@@ -95,3 +116,61 @@ def infeasible_deadline() -> Instance:
 
 FEASIBLE = [two_jobs_one_core, elastic_pair, gpu_residency, quota_rate, chain_with_lag, makespan_mix]
 
+
+
+def brute_force_optimum(instance, tick: float, horizon: int) -> float:
+    """Enumerate every (option, start tick) combination up to ``horizon``; keep the best feasible."""
+    compiled = compile_instance(instance, tick)
+    choices = [[(k, t) for k in range(len(compiled.options(i))) for t in range(horizon + 1)]
+               for i in range(compiled.num_actions)]
+    best = float("inf")
+    for combo in itertools.product(*choices):
+        schedule = to_schedule(compiled, Plan(list(combo)))
+        if not violations(instance, schedule):
+            best = min(best, evaluate(instance, schedule))
+    return best
+
+
+BRUTE = [two_jobs_one_core, quota_rate, chain_with_lag]  # small enough to enumerate at 0.1 s ticks
+
+
+def brute_force_horizon(instance) -> int:
+    """Ticks by which some optimal schedule of these tiny instances has started everything."""
+    return {"two_jobs_one_core": 12, "quota_rate": 12, "chain_with_lag": 12}[instance.name]
+
+
+@st.composite
+def instances(draw) -> Instance:
+    """Small mixed instances: 1-2 nodes, 0-2 GPUs with a model, one quota, 1-6 actions."""
+    n_nodes = draw(st.integers(1, 2))
+    nodes = tuple(CpuNode(id=f"n{k}", cores=draw(st.sampled_from([1, 2, 4])), memory_gb=8) for k in range(n_nodes))
+    n_gpus = draw(st.integers(0, 2))
+    gpus = tuple(Gpu(id=f"g{k}", type="A100", memory_gb=40, machine="m0") for k in range(n_gpus))
+    models = (RewardModel(id="rm", memory_gb=20, load_s=draw(st.sampled_from([0.0, 0.3])),
+                          parallelism=(Parallelism(gpus=1, speedup=1.0),)),) if n_gpus else ()
+    resident = {"g0": ("rm",)} if n_gpus and draw(st.booleans()) else {}
+    quota = ApiQuota(id="api", concurrency=draw(st.integers(1, 2)), calls_per_window=draw(st.sampled_from([None, 1, 2])),
+                     window_s=0.5)
+    sandboxes = (Sandbox(id="sb", node="n0", memory_gb=1),)
+    actions = []
+    for k in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(["cpu", "cpu", "api"] + (["gpu"] if n_gpus else [])))
+        release = draw(st.sampled_from([0.0, 0.2, 0.5]))
+        weight = draw(st.sampled_from([1.0, 2.0]))
+        after = (Lag(action=f"a{k - 1}", lag_s=0.1),) if k and draw(st.booleans()) else ()
+        common = dict(id=f"a{k}", kind=kind, release_s=release, weight=weight, after=after, task=f"t{k % 2}")
+        if kind == "cpu":
+            base = draw(st.sampled_from([0.2, 0.4, 0.7]))
+            if draw(st.booleans()):
+                actions.append(Action(**common, sandbox="sb", elastic=Elastic(base_s=base, parallel_fraction=0.6,
+                                                                              cores=(1, 2), memory_gb=1)))
+            else:
+                actions.append(Action(**common, modes=(Mode(duration_s=base, cores=1),)))
+        elif kind == "gpu":
+            actions.append(Action(**common, model="rm", work_s=draw(st.sampled_from([0.2, 0.5]))))
+        else:
+            actions.append(Action(**common, quota="api", modes=(Mode(duration_s=0.3),)))
+    objective = draw(st.sampled_from([Objective(), Objective(weighted_act=0, makespan=1),
+                                      Objective(weighted_act=1, fairness=0.5, model_load=0.2)]))
+    return Instance(name="generated", nodes=nodes, gpus=gpus, models=models, resident=resident, quotas=(quota,),
+                    sandboxes=sandboxes, actions=tuple(actions), objective=objective)

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
+from cases import BRUTE, FEASIBLE, brute_force_horizon, brute_force_optimum, infeasible_deadline
 
 from tangram import SolveConfig, SolveStatus, evaluate, solve, violations
 from tangram.model.compiled import compile_instance
 from tangram.solver import BACKENDS, backend, to_schedule
-from tangram.solver.base import Plan
 from tangram.workload.epoch import realistic_epoch
-
-from cases import FEASIBLE, infeasible_deadline
 
 EXACT = [n for n in BACKENDS if backend(n).exact]
 TICK = 0.1
@@ -82,34 +78,13 @@ def test_unknown_backend_is_a_clear_error():
 # ----------------------------------------------------------------------------- brute force
 
 
-def brute_force_optimum(instance, tick: float, horizon: int) -> float:
-    """Enumerate every (option, start tick) combination up to ``horizon``; keep the best feasible."""
-    compiled = compile_instance(instance, tick)
-    choices = [[(k, t) for k in range(len(compiled.options(i))) for t in range(horizon + 1)]
-               for i in range(compiled.num_actions)]
-    best = float("inf")
-    for combo in itertools.product(*choices):
-        schedule = to_schedule(compiled, Plan(list(combo)))
-        if not violations(instance, schedule):
-            best = min(best, evaluate(instance, schedule))
-    return best
-
-
-BRUTE = [FEASIBLE[0], FEASIBLE[3], FEASIBLE[4]]  # small enough to enumerate at 0.1 s ticks
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("make", BRUTE, ids=lambda f: f.__name__)
 @pytest.mark.parametrize("solver", EXACT)
 def test_exact_backends_prove_the_brute_force_optimum(solver, make):
     instance = make()
-    optimum = brute_force_optimum(instance, TICK, horizon=_horizon(instance))
+    optimum = brute_force_optimum(instance, TICK, horizon=brute_force_horizon(instance))
     result = solve(instance, solver=solver, config=CONFIG)
     assert result.status == SolveStatus.OPTIMAL
     assert result.objective == pytest.approx(optimum, abs=1e-6)
     assert result.bound == pytest.approx(optimum, abs=1e-4)
-
-
-def _horizon(instance) -> int:
-    """Ticks by which some optimal schedule of these tiny instances has started everything."""
-    return {"two_jobs_one_core": 12, "quota_rate": 12, "chain_with_lag": 12}[instance.name]

@@ -199,7 +199,7 @@ class ControllerConfig(Frozen):
         return SolveConfig(time_limit_s=self.time_limit_s, tick_s=self.tick_s, deterministic=self.deterministic,
                            num_workers=1 if self.deterministic else 0, seed=self.seed, fallback=self.fallback,
                            window=self.exact_window, elastic=self.elastic,
-                           residency_aware=self.residency_aware)
+                           residency_aware=self.residency_aware, relaxation_bound=False)
 
 
 @dataclass

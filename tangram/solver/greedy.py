@@ -42,7 +42,7 @@ class GreedyBackend:
 
     def solve(self, compiled: Compiled, config: SolveConfig, initial: Plan | None = None) -> Outcome:
         t0 = time.perf_counter()
-        state = _State(compiled, config)
+        state = ListScheduler(compiled, config)
         try:
             missed = state.place_all()
         except _Stuck as stuck:
@@ -58,7 +58,9 @@ class GreedyBackend:
         return Outcome(SolveStatus.FEASIBLE, plan=plan, stats=stats)
 
 
-class _State:
+class ListScheduler:
+    """Resource state of list scheduling: profiles, GPU free times, hosted models."""
+
     def __init__(self, c: Compiled, config: SolveConfig) -> None:
         self.c, self.config = c, config
         self.cores = [Profile(int(k)) for k in c.node_cores]
@@ -116,7 +118,13 @@ class _State:
             raise ValueError("precedence cycle")  # validated away; kept as an invariant
         return missed
 
-    def _best(self, i: int, release: int, ignore_deadline: bool = False) -> tuple[int | None, int]:
+    def earliest_completion(self, i: int, release: int) -> int | None:
+        """The earliest end of action ``i`` over all its options, given only what is placed."""
+        k, start = self._best(i, release, ignore_deadline=True, all_modes=True)
+        return None if k is None else start + self.c.option(i, k).duration
+
+    def _best(self, i: int, release: int, ignore_deadline: bool = False,
+              all_modes: bool = False) -> tuple[int | None, int]:
         """(option index, start) with the earliest completion, or (None, 0) if none meets the deadline."""
         groups = self.c.groups(i)
         deadline = NONE if ignore_deadline else int(self.c.deadline[i])
@@ -125,7 +133,7 @@ class _State:
         for g in groups:
             if g.blocks is not None:
                 found = self._best_gpu(g, release)
-            elif g.cores and g.cores != min_cores:
+            elif g.cores and g.cores != min_cores and not all_modes:
                 continue  # phase 1 uses the fewest cores; water-filling adds more
             else:
                 found = self._best_placement(g, release)

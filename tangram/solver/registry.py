@@ -11,6 +11,7 @@ from tangram.model.compiled import Compiled, compile_instance
 from tangram.model.instance import SCHEMA_VERSION, Instance
 from tangram.model.schedule import Assignment, Attempt, Result, SolveStatus
 from tangram.solver.base import Backend, Outcome, Plan
+from tangram.solver.bound import lower_bound
 from tangram.solver.config import SolveConfig
 
 # name -> "module:Class"; optional backends are imported only when used.
@@ -42,6 +43,8 @@ def solve(
     """Solve an instance with ``solver``, then ``config.fallback`` in order.
 
     Exact backends are warm-started from the greedy plan (``config.warm_start``).
+    The reported bound is the best of the backends' proven bounds and, with
+    ``config.relaxation_bound``, the relaxations of :mod:`tangram.solver.bound`.
     Every attempt is recorded; the schedule is mapped back to ids and seconds
     and its objective recomputed by :func:`tangram.model.check.evaluate`, so the
     result never claims more than its schedule shows or its backend proved.
@@ -57,7 +60,7 @@ def solve(
         done["greedy"] = _attempt(backend("greedy"), compiled, config, None, attempts)
         hint = done["greedy"].outcome.plan
     chosen: _Tried | None = None
-    bound: float | None = None
+    bound: float | None = lower_bound(compiled) if config.relaxation_bound else None
     verdict: SolveStatus | None = None
     for name in chain:
         tried = done.get(name) or _attempt(backend(name), compiled, config, hint, attempts)
