@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cases import FEASIBLE
 from tangram.model.instance import Instance
+
+from cases import FEASIBLE
 
 
 @pytest.fixture(params=FEASIBLE, ids=lambda f: f.__name__)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from cases import BRUTE, FEASIBLE, brute_force_horizon, brute_force_optimum, gpu_residency, instances
 from hypothesis import given
 from test_properties import SETTINGS
 
@@ -11,6 +10,8 @@ from tangram import SolveConfig, solve
 from tangram.model.compiled import compile_instance
 from tangram.model.instance import Action, CpuNode, Instance, Mode, Running
 from tangram.solver.bound import earliest_completions, lower_bound
+
+from cases import BRUTE, FEASIBLE, brute_force_horizon, brute_force_optimum, gpu_residency, instances
 
 
 def queue(jobs: int, cores: int = 1, running_end: float | None = None) -> Instance:

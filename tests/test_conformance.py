@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from cases import BRUTE, FEASIBLE, brute_force_horizon, brute_force_optimum, infeasible_deadline
 
 from tangram import SolveConfig, SolveStatus, evaluate, solve, violations
 from tangram.model.compiled import compile_instance
 from tangram.solver import BACKENDS, backend, to_schedule
 from tangram.workload.epoch import realistic_epoch
+
+from cases import BRUTE, FEASIBLE, brute_force_horizon, brute_force_optimum, infeasible_deadline
 
 EXACT = [n for n in BACKENDS if backend(n).exact]
 TICK = 0.1

@@ -7,10 +7,11 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from cases import FEASIBLE, chain_with_lag, gpu_residency
 from tangram.io.files import InputError, instance_schema, read_instance, write_model
 from tangram.model.compiled import compile_instance
 from tangram.model.instance import Instance
+
+from cases import FEASIBLE, chain_with_lag, gpu_residency
 
 BASE = {"nodes": [{"id": "n0", "cores": 4, "memory_gb": 8}],
         "actions": [{"id": "a", "kind": "cpu", "modes": [{"duration_s": 1, "cores": 1}]}]}

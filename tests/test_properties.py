@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from cases import instances
 from hypothesis import HealthCheck, given, settings
 
 from tangram import SolveConfig, evaluate, solve, violations
+
+from cases import instances
 
 TICK = 0.1
 
