@@ -197,9 +197,21 @@ class Runner:
         """Cancel a pending action now, or ask the executor to stop a running one."""
         with self.lock:
             rec = self.get(action_id)
-            if not rec.done and self.policy.cancel(action_id) and rec.state == "pending":
-                self._finish(rec, "cancelled", self.clock.now())
+            if not rec.done and self.policy.cancel(action_id):
+                if rec.state == "pending":
+                    self._finish(rec, "cancelled", self.clock.now())
+                else:
+                    threading.Thread(target=self._keep_cancelling, args=(rec,), daemon=True).start()
         return rec
+
+    def _keep_cancelling(self, rec: Record, every_s: float = 0.2, limit_s: float = 30.0) -> None:
+        """Repeat the executor's cancel until the action ends: a stop that reaches a node before
+        the action's process exists finds nothing to kill."""
+        deadline = time.time() + limit_s
+        while not rec.done and time.time() < deadline:
+            time.sleep(every_s)
+            if not rec.done:
+                self.executor.cancel(rec.id)
 
     async def wait(self, action_id: str, timeout_s: float) -> Record:
         """The record once the action is done, or as it is after ``timeout_s`` seconds."""
