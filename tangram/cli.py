@@ -76,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     bs.add_argument("--repeat", type=int, default=3)
     bs.set_defaults(run=_bench_solver)
     _service_commands(sub)
+    _experiment_commands(sub)
     return p
 
 
@@ -346,6 +347,99 @@ def _demo(args) -> int:
     summary = run_demo(mbpp=args.mbpp, humaneval=args.humaneval, solver=args.solver, seed=args.seed,
                        policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()), out=args.out)
     return 0 if all(r["lost"] == 0 for r in summary["policies"].values()) else 1
+
+
+def _experiment_commands(sub) -> None:
+    from tangram.experiment import POLICIES
+
+    sm = sub.add_parser("simulate", help="replay a scenario's RL step under one policy, journal every event")
+    sm.add_argument("scenario", type=Path, help="scenario TOML (see instances/scenarios/)")
+    sm.add_argument("--policy", required=True, choices=POLICIES)
+    sm.add_argument("--seed", type=int, default=None, help="workload seed (default: the scenario's)")
+    sm.add_argument("--output", "-o", type=Path, required=True, help="the run's JSONL journal")
+    sm.add_argument("--cores", type=int, default=None, help="baselines: fixed cores per action / sandbox")
+    sm.add_argument("--max-trajectories", type=int, default=None, help="trajectory-bound: the semaphore")
+    sm.add_argument("--tune", action="store_true", help="baselines: search their best configuration first")
+    sm.add_argument("--planner", action="store_true", help="tangram: GPU capacity planner in the loop")
+    sm.set_defaults(run=_simulate)
+
+    ex = sub.add_parser("experiment", help="experiments")
+    esub = ex.add_subparsers(title="experiments")
+    pp = esub.add_parser("paper", help="Tangram against the baselines, ablations, resource saving")
+    pp.add_argument("--scenario", type=Path, default=None, help="default: instances/scenarios/default.toml")
+    pp.add_argument("--quick", action="store_true", help="the small scenario (instances/scenarios/quick.toml)")
+    pp.add_argument("--seed", type=int, default=None)
+    pp.add_argument("--output", "-o", type=Path, required=True, help="result JSON")
+    pp.add_argument("--plots", type=Path, default=None, help="journals, plots and report.md of the headline runs")
+    pp.set_defaults(run=_experiment_paper)
+
+    rp = sub.add_parser("report", help="ACT, step time, utilisation, Gantt and solver statistics of recorded runs")
+    rp.add_argument("runs", type=Path, nargs="+", help="JSONL journals (from tangram simulate)")
+    rp.add_argument("--output", "-o", type=Path, required=True, help="directory for PNGs and report.md")
+    rp.set_defaults(run=_report)
+
+
+def _scenario(path: Path):
+    from pydantic import ValidationError
+
+    from tangram.io.files import describe
+    from tangram.workload.scenario import load_scenario
+
+    try:
+        return load_scenario(path)
+    except ValidationError as exc:
+        raise InputError(f"{path}: {describe(exc)}") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: {exc}") from None
+
+
+def _simulate(args) -> int:
+    from tangram.analysis.tables import format_table
+    from tangram.experiment import BASELINES, make_setup, run_policy, tune
+
+    setup = make_setup(_scenario(args.scenario), args.seed)
+    params: dict = {}
+    if args.policy in BASELINES:
+        if args.tune:
+            params, _ = tune(setup, args.policy)
+        if args.cores is not None:
+            params["cores"] = args.cores
+        if args.max_trajectories is not None:
+            params["max_trajectories"] = args.max_trajectories
+    elif args.planner:
+        params["planner"] = True
+    _, m = run_policy(setup, args.policy, journal_path=args.output, **params)
+    keys = ["count", "mean_act_s", "p50_act_s", "p99_act_s", "step_s", "resource_seconds", "cpu_utilisation",
+            "gpu_utilisation", "wall_s", "actions_per_min"]
+    print(format_table(["metric", "value"], [[k, m[k]] for k in keys]))
+    print(f"\n{args.policy} {params or ''} journal: {args.output}")
+    return 0
+
+
+def _experiment_paper(args) -> int:
+    from tangram.analysis.tables import format_table
+    from tangram.experiment import paper, result_table
+
+    default = Path("instances/scenarios") / ("quick.toml" if args.quick else "default.toml")
+    doc = paper(_scenario(args.scenario or default), seed=args.seed, plots=args.plots)
+    doc["quick"] = bool(args.quick)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(doc, indent=2))
+    print(format_table(*result_table(doc)))
+    print(f"\nspeedups and saving of {doc['comparisons']['trajectory-bound']['vs']} against each baseline; "
+          f"{doc['wall_s']:.0f} s; result: {args.output}")
+    return 0
+
+
+def _report(args) -> int:
+    from tangram.analysis.report import write_report
+
+    for r in args.runs:
+        if not r.exists():
+            raise InputError(f"{r}: no such run journal")
+    path = write_report(args.runs, args.output)
+    print(path.read_text())
+    return 0
 
 
 if __name__ == "__main__":
