@@ -164,9 +164,15 @@ class TrajectoryBoundPolicy(SharedFifoPolicy):
                                                            max_trajectories, replicas)
 
     def open_trajectory(self, trajectory_id: str, memory_gb: float = 0.0) -> Sandbox | None:
+        """Place the sandbox and queue the trajectory for admission.
+
+        A trajectory that asks for no sandbox memory (a search agent) needs no
+        sandbox: it binds no cores and does not count against the semaphore.
+        """
         sb = super().open_trajectory(trajectory_id, memory_gb)
-        self.waiting.append(trajectory_id)
-        self._admit()
+        if memory_gb > 0:
+            self.waiting.append(trajectory_id)
+            self._admit()
         return sb
 
     def close_trajectory(self, trajectory_id: str) -> None:
@@ -202,8 +208,9 @@ class TrajectoryBoundPolicy(SharedFifoPolicy):
 
     def _place(self, a: Action, now: float) -> Assignment | None:
         if a.kind == "cpu":
-            if a.trajectory not in self.admitted:
-                return None
+            if a.trajectory not in self.admitted and (a.trajectory in self.waiting or a.trajectory not in self.sandboxes
+                                                       or self.sandboxes[a.trajectory].memory_gb > 0):
+                return None  # waits for its sandbox's cores
             return super()._place(a, now)  # fixed degree on its sandbox's node, within the held cores
         if a.kind == "gpu":
             return _on_blocks(self, a, now, self.replicas.get((a.task, a.model), ()))
