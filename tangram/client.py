@@ -65,7 +65,7 @@ def _check(r: httpx.Response) -> Any:
     raise cls(r.status_code, str(detail), body)
 
 
-def _item(action: ActionLike, payload: Any, tool: str | None) -> dict[str, Any]:
+def _item(action: ActionLike, payload: Any = None, tool: str | None = None) -> dict[str, Any]:
     a = action.model_dump(mode="json", exclude_defaults=True) if isinstance(action, Action) else action
     return {"action": a, "payload": payload, "tool": tool}
 
