@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tangram.analysis.report import Run, run_metrics
+from tangram.model.instance import Constraints
 from tangram.runtime.controller import ControllerConfig, Fleet, PolicyFactory
 from tangram.runtime.estimator import OracleEstimator
 from tangram.runtime.journal import Journal
@@ -69,8 +70,10 @@ def make_setup(scenario: Scenario, seed: int | None = None, scale: float = 1.0) 
 def policy_factory(setup: Setup, policy: str, **params: Any) -> PolicyFactory:
     """The simulator policy ``policy`` with ``params`` (see the module docstring for their meaning).
 
-    Tangram policies take ``elastic``, ``residency_aware`` (bool), ``oracle``
-    (plan with the true durations) and ``planner`` (the GPU capacity planner).
+    Tangram policies take ``elastic`` (water-fill cores), ``residency`` (False:
+    plan blind to model residency, load times and GPU memory; the pools still
+    charge every load), ``oracle`` (plan with the true durations) and
+    ``planner`` (the GPU capacity planner).
     """
     fleet, w = setup.fleet, setup.workload
     if policy == "trajectory-bound":
@@ -85,10 +88,10 @@ def policy_factory(setup: Setup, policy: str, **params: Any) -> PolicyFactory:
         return SharedFifoPolicy.factory(cores=params.get("cores", 1), gpus=1)
     if policy in TANGRAM:
         cpsat = policy == "tangram-cpsat"
+        residency = params.get("residency", True)
         config = ControllerConfig(solver="cpsat" if cpsat else "greedy", deterministic=True,
-                                  elastic=params.get("elastic", True),
-                                  residency_aware=params.get("residency_aware", True),
-                                  **(CPSAT if cpsat else {}))
+                                  elastic=params.get("elastic", True), residency_aware=residency,
+                                  constraints=Constraints(model_residency=residency), **(CPSAT if cpsat else {}))
         estimator = OracleEstimator(w.truth()) if params.get("oracle") else None
         if params.get("planner"):
             return planned_policy(config, estimator)
@@ -188,7 +191,7 @@ def smallest_fleet(scenario: Scenario, seed: int | None, targets: dict[str, floa
 
 ABLATIONS = {
     "no-elastic": dict(elastic=False),
-    "no-residency": dict(residency_aware=False),
+    "no-residency": dict(residency=False),
     "oracle-durations": dict(oracle=True),
     "planner": dict(planner=True),
 }
