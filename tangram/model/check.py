@@ -73,7 +73,7 @@ def violations(inst: Instance, schedule: Iterable[Assignment]) -> list[str]:
 
 
 def _violations(inst: Instance, schedule: list[Assignment]) -> Iterator[str]:  # noqa: C901
-    ix, c, topo = _index(inst), inst.constraints, Topology(inst)
+    ix, c, topo = _index(inst), inst.constraints, Topology.of(inst)
     by_action: dict[str, Assignment] = {}
     for asg in schedule:
         if asg.action in by_action:
@@ -262,13 +262,24 @@ def metrics(inst: Instance, schedule: Iterable[Assignment]) -> Metrics:
 
 
 def shortest_duration(inst: Instance, a: Action) -> float:
-    """Best-case duration of an action over its modes (fastest GPU), seconds."""
+    """Best-case duration of an action over its modes (fastest GPU), seconds.
+
+    Closed forms per mode source, so no modes are built: Amdahl is shortest at the
+    most cores, a reward model at its largest speedup on the fastest GPU.
+    """
+    if a.elastic is not None:
+        return a.elastic.duration(max(a.elastic.cores))
     fastest = _fastest_gpu(inst)
-    return min(m.duration_s / (fastest if m.gpus else 1.0) for m in _modes(inst, a))
+    if a.work_s is not None:
+        return a.work_s / max(p.speedup for p in _index(inst).models[a.model].parallelism) / fastest
+    return min(m.duration_s / (fastest if m.gpus else 1.0) for m in a.modes)
 
 
 def _fastest_gpu(inst: Instance) -> float:
-    return max((g.speed for g in inst.gpus), default=1.0)
+    ix = _index(inst)
+    if ix.fastest_gpu is None:
+        ix.fastest_gpu = max((g.speed for g in inst.gpus), default=1.0)
+    return ix.fastest_gpu
 
 
 def slowdown_weights(inst: Instance) -> dict[str, list[tuple[int, float]]]:

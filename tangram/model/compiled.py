@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 
@@ -79,16 +78,142 @@ class Busy:
 
 
 def expand_modes(action: Action, instance_models: dict) -> tuple[Mode, ...]:
-    """The modes of an action, from whichever source it declares."""
+    """The modes of an action, from whichever source it declares.
+
+    Generated modes skip re-validation: every input was validated with the action.
+    """
     if action.elastic is not None:
         e = action.elastic
-        return tuple(Mode(duration_s=e.duration(c), cores=c, memory_gb=e.memory_gb) for c in e.cores)
+        return tuple(Mode.model_construct(duration_s=e.duration(c), cores=c, memory_gb=e.memory_gb, gpus=0,
+                                          gpu_type=None, quota=None, renewable={}) for c in e.cores)
     if action.work_s is not None:
         model = instance_models[action.model]
-        return tuple(Mode(duration_s=action.work_s / p.speedup, gpus=p.gpus) for p in model.parallelism)
+        return tuple(Mode.model_construct(duration_s=action.work_s / p.speedup, cores=0, memory_gb=0.0, gpus=p.gpus,
+                                          gpu_type=None, quota=None, renewable={}) for p in model.parallelism)
     if action.quota is not None:
         return tuple(m if m.quota else m.model_copy(update={"quota": action.quota}) for m in action.modes)
     return action.modes
+
+
+class CompiledResources:
+    """The resource side of the compiled form, shared by every instance built on the
+    very same resource tuples at the same tick (the runtime snapshots one fleet every
+    epoch). Also caches per-action work that depends only on the action and these
+    resources (its modes and GPU placements), keyed by the action object itself."""
+
+    def __init__(self, inst: Instance, tick_s: float) -> None:
+        self.tick_s = tick_s
+        c = inst.constraints
+        self.topology = Topology.of(inst)
+        self.node_ids = [n.id for n in inst.nodes]
+        self.gpu_ids = [g.id for g in inst.gpus]
+        self.quota_ids = [q.id for q in inst.quotas]
+        self.renewable_ids = [r.id for r in inst.renewables]
+        self.model_ids = [m.id for m in inst.models]
+        self.node_of = {k: i for i, k in enumerate(self.node_ids)}
+        self.gpu_of = {k: i for i, k in enumerate(self.gpu_ids)}
+        self.quota_of = {k: i for i, k in enumerate(self.quota_ids)}
+        self.renewable_of = {k: i for i, k in enumerate(self.renewable_ids)}
+        self.model_of = {k: i for i, k in enumerate(self.model_ids)}
+        self.models = {m.id: m for m in inst.models}
+        self.node_cores = np.array([n.cores for n in inst.nodes], dtype=np.int64)
+        # A node that declares no memory (0) is uncapped, as in the checker.
+        self.node_memory = np.array([n.memory_gb if n.memory_gb > 0 else np.inf for n in inst.nodes])
+        self.memory_checked = c.memory and any(n.memory_gb > 0 for n in inst.nodes)
+        self.gpu_memory = np.array([g.memory_gb for g in inst.gpus])
+        self.gpu_speed = np.array([g.speed for g in inst.gpus])
+        self.quota_concurrency = np.array([q.concurrency for q in inst.quotas], dtype=np.int64)
+        self.quota_rate = [
+            (q.calls_per_window, _ticks(q.window_s, tick_s)) if c.quota_rate and q.calls_per_window else None
+            for q in inst.quotas
+        ]
+        self.renewable_capacity = np.array([r.capacity for r in inst.renewables], dtype=np.int64)
+        self.model_memory = np.array([m.memory_gb for m in inst.models])
+        self.model_load = np.array([_ticks(m.load_s, tick_s) for m in inst.models], dtype=np.int64)
+        self._gpus, self._nvlink = inst.gpus, c.nvlink_gang
+        self._blocks: dict[int, np.ndarray] = {}
+        self._eligible: dict[tuple, np.ndarray] = {}
+        self._paths: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._per_action: dict[int, tuple[Action, dict]] = {}
+
+    @classmethod
+    def of(cls, inst: Instance, tick_s: float) -> CompiledResources:
+        parts = (inst.nodes, inst.gpus, inst.quotas, inst.renewables, inst.models, inst.links, inst.constraints)
+        key = (*map(id, parts), tick_s)
+        hit = _RESOURCES.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], parts, strict=True)):
+            return hit[1]
+        made = cls(inst, tick_s)
+        _RESOURCES[key] = (parts, made)
+        if len(_RESOURCES) > 16:
+            _RESOURCES.pop(next(iter(_RESOURCES)))
+        return made
+
+    def memo(self, action: Action) -> dict:
+        """A scratch dict for one action object (its modes, its GPU placements)."""
+        hit = self._per_action.get(id(action))
+        if hit is None or hit[0] is not action:
+            if len(self._per_action) > 100_000:
+                self._per_action.clear()
+            hit = self._per_action[id(action)] = (action, {})
+        return hit[1]
+
+    def modes(self, action: Action) -> tuple[Mode, ...]:
+        memo = self.memo(action)
+        if "modes" not in memo:
+            memo["modes"] = expand_modes(action, self.models)
+        return memo["modes"]
+
+    def blocks(self, size: int) -> np.ndarray:
+        """Aligned GPU blocks of a size, as a (blocks x size) index array."""
+        if size not in self._blocks:
+            blocks = self.topology.gpu_blocks(size, self._nvlink)
+            self._blocks[size] = np.array([[self.gpu_of[g] for g in b] for b in blocks],
+                                          dtype=np.int64).reshape(-1, size)
+        return self._blocks[size]
+
+    def eligible_blocks(self, size: int, gpu_type: str | None, model: int) -> np.ndarray:
+        """Blocks of a size whose GPUs have the type and the memory the model needs."""
+        key = (size, gpu_type, model)
+        if key not in self._eligible:
+            gpus, rm = self._gpus, self.models[self.model_ids[model]]
+            rows = [b for b in self.blocks(size)
+                    if (not gpu_type or gpus[b[0]].type == gpu_type)
+                    and (not rm.gpu_types or gpus[b[0]].type in rm.gpu_types)
+                    and all(gpus[g].memory_gb >= rm.memory_gb for g in b)]
+            self._eligible[key] = np.array(rows, dtype=np.int64).reshape(-1, size)
+        return self._eligible[key]
+
+    def gpu_placements(self, action: Action, j: int, mode: Mode, model: int, home_machine: str | None):
+        """(blocks, duration ticks) of GPU mode ``j``: speed of the slowest GPU, plus data transfer."""
+        memo = self.memo(action)
+        key = ("gpu", j, home_machine)
+        if key not in memo:
+            blocks = self.eligible_blocks(mode.gpus, mode.gpu_type, model)
+            seconds = mode.duration_s / self.gpu_speed[blocks].min(axis=1) if len(blocks) else np.zeros(0)
+            if home_machine is not None and action.input_mb > 0 and len(blocks):
+                seconds = seconds + self._transfer(home_machine, blocks, action.input_mb)
+            memo[key] = (blocks, np.maximum(0, np.ceil(seconds / self.tick_s - 1e-9)).astype(np.int64))
+        return memo[key]
+
+    def _transfer(self, source_machine: str, blocks: np.ndarray, megabytes: float) -> np.ndarray:
+        """Seconds to move the input to each block's machine (vectorised, cached per source)."""
+        key = (source_machine, blocks.shape[1], id(blocks))
+        if key not in self._paths:
+            machines = [self._gpus[b[0]].machine for b in blocks]
+            paths = [self.topology.paths_from(m).get(source_machine) if m != source_machine else None
+                     for m in machines]
+            self._paths[key] = (np.array([p[0] if p else 0.0 for p in paths]),
+                                np.array([p[1] if p else np.inf for p in paths]))
+        latency, bandwidth = self._paths[key]
+        return np.where(np.isfinite(bandwidth), latency + megabytes * 8e-3 / bandwidth, 0.0)
+
+
+_RESOURCES: dict[tuple, tuple[tuple, CompiledResources]] = {}
+
+
+def _ticks(seconds: float, tick_s: float) -> int:
+    return max(0, math.ceil(seconds / tick_s - 1e-9))
 
 
 @dataclass
@@ -102,48 +227,35 @@ class Compiled:
     def __post_init__(self) -> None:
         inst, ix = self.instance, self.instance.index()
         self.ix = ix
-        self.topology = Topology(inst)
-        self.node_ids = [n.id for n in inst.nodes]
-        self.gpu_ids = [g.id for g in inst.gpus]
-        self.quota_ids = [q.id for q in inst.quotas]
-        self.renewable_ids = [r.id for r in inst.renewables]
-        self.model_ids = [m.id for m in inst.models]
+        r = self.resources = CompiledResources.of(inst, self.tick_s)
+        self.topology = r.topology
+        self.node_ids, self.gpu_ids, self.quota_ids = r.node_ids, r.gpu_ids, r.quota_ids
+        self.renewable_ids, self.model_ids = r.renewable_ids, r.model_ids
+        self.node_of, self.gpu_of, self.quota_of = r.node_of, r.gpu_of, r.quota_of
+        self.renewable_of, self.model_of = r.renewable_of, r.model_of
+        self.node_cores, self.memory_checked = r.node_cores, r.memory_checked
+        self.gpu_memory, self.gpu_speed = r.gpu_memory, r.gpu_speed
+        self.quota_concurrency, self.quota_rate = r.quota_concurrency, r.quota_rate
+        self.renewable_capacity, self.model_memory, self.model_load = (
+            r.renewable_capacity, r.model_memory, r.model_load)
         self.action_ids = [a.id for a in inst.actions]
         self.task_ids = sorted({a.task for a in inst.actions})
-        self.node_of = {k: i for i, k in enumerate(self.node_ids)}
-        self.gpu_of = {k: i for i, k in enumerate(self.gpu_ids)}
-        self.quota_of = {k: i for i, k in enumerate(self.quota_ids)}
-        self.renewable_of = {k: i for i, k in enumerate(self.renewable_ids)}
-        self.model_of = {k: i for i, k in enumerate(self.model_ids)}
         self.action_of = {k: i for i, k in enumerate(self.action_ids)}
         c = inst.constraints
 
-        # Resources. Sandbox memory is reserved for the whole epoch.
-        self.node_cores = np.array([n.cores for n in inst.nodes], dtype=np.int64)
+        # Sandbox memory is reserved for the whole epoch.
         reserved = np.zeros(len(inst.nodes))
         for s in inst.sandboxes:
             reserved[self.node_of[s.node]] += s.memory_gb
-        # A node that declares no memory (0) is uncapped, as in the checker.
-        self.node_memory = np.array([n.memory_gb if n.memory_gb > 0 else np.inf for n in inst.nodes]) - reserved
-        self.memory_checked = c.memory and any(n.memory_gb > 0 for n in inst.nodes)
-        self.gpu_memory = np.array([g.memory_gb for g in inst.gpus])
-        self.gpu_speed = np.array([g.speed for g in inst.gpus])
-        self.quota_concurrency = np.array([q.concurrency for q in inst.quotas], dtype=np.int64)
-        self.quota_rate = [
-            (q.calls_per_window, self.ticks(q.window_s)) if c.quota_rate and q.calls_per_window else None
-            for q in inst.quotas
-        ]
-        self.renewable_capacity = np.array([r.capacity for r in inst.renewables], dtype=np.int64)
-        self.model_memory = np.array([m.memory_gb for m in inst.models])
-        self.model_load = np.array([self.ticks(m.load_s) for m in inst.models], dtype=np.int64)
+        self.node_memory = r.node_memory - reserved
         self.resident = np.zeros((len(inst.models), len(inst.gpus)), dtype=bool)
         for g, models in inst.resident.items():
             for m in models:
                 self.resident[self.model_of[m], self.gpu_of[g]] = True
-        for r in inst.running:  # a running action's model is on its GPUs by definition
-            if r.model:
-                for g in r.gpus:
-                    self.resident[self.model_of[r.model], self.gpu_of[g]] = True
+        for run in inst.running:  # a running action's model is on its GPUs by definition
+            if run.model:
+                for g in run.gpus:
+                    self.resident[self.model_of[run.model], self.gpu_of[g]] = True
 
         # Actions.
         acts = inst.actions
@@ -154,7 +266,7 @@ class Compiled:
         self.weight = np.array([a.weight for a in acts], dtype=float)
         task_of = {t: i for i, t in enumerate(self.task_ids)}
         self.task = np.array([task_of[a.task] for a in acts], dtype=np.int64)
-        self.modes = [expand_modes(a, ix.models) for a in acts]
+        self.modes = [r.modes(a) for a in acts]
         running_end = {r.action: self.ticks_at(r.end_s) for r in inst.running}
         self.preds: list[list[tuple[int, int]]] = [[] for _ in acts]
         if c.precedence:
@@ -171,7 +283,7 @@ class Compiled:
 
     def ticks(self, seconds: float) -> int:
         """A duration in ticks, rounded up (never optimistic)."""
-        return max(0, math.ceil(seconds / self.tick_s - 1e-9))
+        return _ticks(seconds, self.tick_s)
 
     def ticks_at(self, t_s: float, floor: bool = False) -> int:
         """An absolute time in ticks after ``now_s``; releases round up, deadlines down."""
@@ -186,27 +298,6 @@ class Compiled:
     @property
     def num_actions(self) -> int:
         return len(self.action_ids)
-
-    @cached_property
-    def _blocks(self) -> dict[int, np.ndarray]:
-        """Aligned GPU blocks per size, as (blocks x size) index arrays."""
-        same = self.instance.constraints.nvlink_gang
-        sizes = {m.gpus for modes in self.modes for m in modes if m.gpus}
-        return {k: np.array([[self.gpu_of[g] for g in b] for b in self.topology.gpu_blocks(k, same)],
-                            dtype=np.int64).reshape(-1, k) for k in sorted(sizes)}
-
-    def _eligible_blocks(self, size: int, gpu_type: str | None, model: int) -> np.ndarray:
-        """Blocks of a size whose GPUs have the type and the memory the model needs; cached."""
-        key = (size, gpu_type, model)
-        cache = self.__dict__.setdefault("_eligible", {})
-        if key not in cache:
-            gpus, rm = self.instance.gpus, self.instance.models[model]
-            rows = [b for b in self._blocks.get(size, np.zeros((0, size), np.int64))
-                    if (not gpu_type or gpus[b[0]].type == gpu_type)
-                    and (not rm.gpu_types or gpus[b[0]].type in rm.gpu_types)
-                    and all(gpus[g].memory_gb >= rm.memory_gb for g in b)]
-            cache[key] = np.array(rows, dtype=np.int64).reshape(-1, size)
-        return cache[key]
 
     def groups(self, i: int) -> list[OptionGroup]:
         """The options of action ``i`` grouped by mode, as arrays over placements; cached.
@@ -244,11 +335,8 @@ class Compiled:
                           quota=self.quota_of[m.quota] if m.quota else NONE, model=model,
                           renewable=tuple(sorted((self.renewable_of[r], u) for r, u in m.renewable.items() if u)))
             if m.gpus:
-                blocks = self._eligible_blocks(m.gpus, m.gpu_type, model)
-                seconds = m.duration_s / self.gpu_speed[blocks].min(axis=1) if len(blocks) else np.zeros(0)
-                if home is not None and a.input_mb > 0 and len(blocks):
-                    seconds = seconds + self._transfer(home.machine_id, blocks, a.input_mb)
-                group = OptionGroup(durations=self._ticks_array(seconds), blocks=blocks, **common)
+                blocks, durations = self.resources.gpu_placements(a, j, m, model, home and home.machine_id)
+                group = OptionGroup(durations=durations, blocks=blocks, **common)
             elif m.cores:
                 if home is not None and c.affinity:
                     nodes = np.array([self.node_of[home.id]], dtype=np.int64)
@@ -262,21 +350,6 @@ class Compiled:
             groups.append(group)
             offset += len(group.durations)
         return groups
-
-    def _transfer(self, source_machine: str, blocks: np.ndarray, megabytes: float) -> np.ndarray:
-        """Seconds to move the input to each block's machine (vectorised, cached per source)."""
-        key = (source_machine, blocks.shape[1], id(blocks))
-        cache = self.__dict__.setdefault("_paths", {})
-        if key not in cache:
-            paths = [self.topology.paths_from(self.instance.gpus[b[0]].machine).get(source_machine)
-                     if self.instance.gpus[b[0]].machine != source_machine else None for b in blocks]
-            cache[key] = (np.array([p[0] if p else 0.0 for p in paths]),
-                          np.array([p[1] if p else np.inf for p in paths]))
-        latency, bandwidth = cache[key]
-        return np.where(np.isfinite(bandwidth), latency + megabytes * 8e-3 / bandwidth, 0.0)
-
-    def _ticks_array(self, seconds: np.ndarray) -> np.ndarray:
-        return np.maximum(0, np.ceil(np.asarray(seconds) / self.tick_s - 1e-9)).astype(np.int64)
 
     def min_duration(self, i: int) -> int:
         """Shortest duration of any option, ticks."""

@@ -300,6 +300,7 @@ class InstanceIndex:
         self.models = {m.id: m for m in inst.models}
         self.sandboxes = {s.id: s for s in inst.sandboxes}
         self.actions = {a.id: a for a in inst.actions}
+        self.fastest_gpu: float | None = None  # filled on first use by the checker
 
 
 def _duplicates(ids: list[str]) -> set[str]:
