@@ -243,6 +243,7 @@ def metrics(inst: Instance, schedule: Iterable[Assignment]) -> Metrics:
     ix = _index(inst)
     acts = [ix.actions[s.action] for s in schedule if s.action in ix.actions]
     act = np.array([s.end_s - a.release_s for s, a in zip(schedule, acts, strict=True)]) if acts else np.zeros(1)
+    p50, p99 = np.quantile(act, [0.5, 0.99])
     makespan = max([s.end_s for s in schedule] + [inst.now_s]) - inst.now_s
     host = hosting(inst, schedule)
     running_models = _running_models(inst)
@@ -252,8 +253,8 @@ def metrics(inst: Instance, schedule: Iterable[Assignment]) -> Metrics:
     held = sum((s.end_s - s.start_s) * (s.placement.cores + gpu_eq * len(s.placement.gpus)) for s in schedule)
     return Metrics(
         mean_act_s=float(act.mean()),
-        p50_act_s=float(np.percentile(act, 50)),
-        p99_act_s=float(np.percentile(act, 99)),
+        p50_act_s=float(p50),
+        p99_act_s=float(p99),
         makespan_s=float(makespan),
         model_load_s=float(load),
         resource_seconds=float(held),

@@ -180,25 +180,30 @@ class ListScheduler:
             yield self.renewable[r], o.duration, units
 
     def _best_gpu(self, g: OptionGroup, release: int):
-        """Earliest completion over the aligned blocks of one GPU mode (vectorised)."""
+        """Earliest completion over the aligned blocks of one GPU mode (vectorised).
+
+        Per GPU first (when it is free, when the model would be loaded on it, whether
+        the model fits its memory), then one reduction per block.
+        """
         c, blocks = self.c, g.blocks
         if not len(blocks):
             return None
-        start = np.maximum(self.gpu_free[blocks].max(axis=1), release)
-        loading = np.zeros(len(blocks), dtype=bool)
-        end = start + g.durations
+        ready = self.gpu_free
         if self.residency and g.model != NONE:
             used = self.used[g.model]
-            fits = used | (self.gpu_mem_used + c.model_memory[g.model] <= c.gpu_memory + 1e-9)
-            needs_load = (~(used | c.resident[g.model]))[blocks].any(axis=1)
-            start = np.where(needs_load, np.maximum(start, c.model_load[g.model]), start)
-            end = np.where(fits[blocks].all(axis=1), start + g.durations, _NEVER)
-            if self.config.residency_aware:
-                loading = needs_load  # tie-break: resident model first
-        b = int(np.lexsort((loading, end))[0])
+            needs_load = ~(used | c.resident[g.model])
+            ready = np.where(needs_load, np.maximum(ready, c.model_load[g.model]), ready)
+            blocked = ~(used | (self.gpu_mem_used + c.model_memory[g.model] <= c.gpu_memory + 1e-9))
+            ready = np.where(blocked, _NEVER, ready)
+        start = np.maximum(ready[blocks].max(axis=1), release)
+        end = np.where(start == _NEVER, _NEVER, start + g.durations)
+        if self.residency and g.model != NONE and self.config.residency_aware:
+            b = int(np.lexsort((needs_load[blocks].any(axis=1), end))[0])  # tie-break: resident model first
+        else:
+            b = int(np.argmin(end))
         if end[b] == _NEVER:
             return None
-        return b, int(start[b]), (int(end[b]), int(loading[b]), blocks.shape[1])
+        return b, int(start[b]), (int(end[b]), 0, blocks.shape[1])
 
     def _commit(self, i: int, k: int, start: int) -> Option:
         o = self.c.option(i, k)
