@@ -31,7 +31,7 @@ from tangram.model.instance import (
 )
 from tangram.model.schedule import SolveStatus
 from tangram.solver import SolveConfig, solve, to_schedule
-from tangram.solver.cpsat import CpSatBackend, integer_scale, urgency_order, window_of
+from tangram.solver.cpsat import CpSatBackend, integer_scale, window_of
 from tangram.solver.greedy import GreedyBackend
 
 pytest.importorskip("ortools")
@@ -286,7 +286,7 @@ def test_window_fixes_the_rest_and_reports_no_bound():
     assert out.stats["num_free_actions"] == 5
     c = compile_instance(inst, config.tick_s)
     greedy = GreedyBackend().solve(c, config).plan
-    free = set(urgency_order(c)[:5])
+    free = set(c.priority_order()[:5])
     fixed = [i for i in range(c.num_actions) if i not in free]
     assert [out_choice for i, out_choice in enumerate(CpSatBackend().solve(c, config, greedy).plan.choice)
             if i in fixed] == [greedy.choice[i] for i in fixed]
@@ -302,12 +302,12 @@ def test_automatic_window_rule():
     assert sum(len(c.options(i)) for i in keep) <= total / 2
 
 
-def test_urgency_order_respects_precedence():
+def test_priority_order_respects_precedence():
     """A short successor never comes before its long predecessor."""
     inst = Instance(nodes=(CpuNode(id="n", cores=1),),
                     actions=(cpu("long", 5.0), cpu("short", 0.1, after=(Lag(action="long"),)), cpu("mid", 1.0)))
     c = compile_instance(inst, 0.01)
-    assert [c.action_ids[i] for i in urgency_order(c)] == ["mid", "long", "short"]
+    assert [c.action_ids[i] for i in c.priority_order()] == ["mid", "long", "short"]
 
 
 def test_front_door():

@@ -8,6 +8,7 @@ mapped back to ids and seconds in one place, :meth:`Compiled.assignment`.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 
@@ -350,6 +351,33 @@ class Compiled:
             groups.append(group)
             offset += len(group.durations)
         return groups
+
+    def priority_order(self) -> list[int]:
+        """Every action after its predecessors, smallest shortest-duration / weight first
+        (weighted-shortest-first, the greedy's order and the urgency of windows); cached."""
+        cache = self.__dict__.get("_priority_order")
+        if cache is None:
+            n = self.num_actions
+            succ: list[list[int]] = [[] for _ in range(n)]
+            waiting = [len(p) for p in self.preds]
+            for j, preds in enumerate(self.preds):
+                for i, _ in preds:
+                    succ[i].append(j)
+            key = [self.min_duration(i) / self.weight[i] for i in range(n)]
+            ready = [(key[i], i) for i in range(n) if not waiting[i]]
+            heapq.heapify(ready)
+            cache = []
+            while ready:
+                _, i = heapq.heappop(ready)
+                cache.append(i)
+                for j in succ[i]:
+                    waiting[j] -= 1
+                    if not waiting[j]:
+                        heapq.heappush(ready, (key[j], j))
+            if len(cache) != n:
+                raise ValueError("actions: precedence cycle")  # validated away; kept as an invariant
+            self.__dict__["_priority_order"] = cache
+        return cache
 
     def min_duration(self, i: int) -> int:
         """Shortest duration of any option, ticks."""

@@ -58,7 +58,7 @@ def earliest_completions(c: Compiled) -> list[int] | None:
     """Per action, the earliest end over all options with only running actions in place (ticks)."""
     state = ListScheduler(c, SolveConfig(tick_s=c.tick_s))
     ends = [0] * c.num_actions
-    for i in _topological(c):
+    for i in c.priority_order():
         start = max([int(c.release[i])] + [ends[p] + lag for p, lag in c.preds[i]])
         end = state.earliest_completion(i, start)
         if end is None:
@@ -170,20 +170,3 @@ def _options(c: Compiled, i: int):
     for g in c.groups(i):
         if len(g.durations):
             yield g.option(int(np.argmin(g.durations)))
-
-
-def _topological(c: Compiled) -> list[int]:
-    order, waiting = [], [len(p) for p in c.preds]
-    succ: list[list[int]] = [[] for _ in range(c.num_actions)]
-    for j, preds in enumerate(c.preds):
-        for i, _ in preds:
-            succ[i].append(j)
-    stack = [i for i in range(c.num_actions) if not waiting[i]]
-    while stack:
-        i = stack.pop()
-        order.append(i)
-        for j in succ[i]:
-            waiting[j] -= 1
-            if not waiting[j]:
-                stack.append(j)
-    return order

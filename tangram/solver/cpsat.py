@@ -18,7 +18,6 @@ fix the others at their greedy decision (see :func:`window_of`).
 
 from __future__ import annotations
 
-import heapq
 import math
 import time
 from collections import defaultdict
@@ -50,38 +49,15 @@ def _cp_model():
 # ----------------------------------------------------------------------------- window
 
 
-def urgency_order(c: Compiled) -> list[int]:
-    """Actions in the greedy's order: smallest shortest-duration / weight first,
-    an action only after all its predecessors (a priority topological order)."""
-    n = c.num_actions
-    succ: list[list[int]] = [[] for _ in range(n)]
-    waiting = [len(p) for p in c.preds]
-    for j, preds in enumerate(c.preds):
-        for i, _ in preds:
-            succ[i].append(j)
-    key = [c.min_duration(i) / c.weight[i] for i in range(n)]
-    ready = [(key[i], i) for i in range(n) if not waiting[i]]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        _, i = heapq.heappop(ready)
-        order.append(i)
-        for j in succ[i]:
-            waiting[j] -= 1
-            if not waiting[j]:
-                heapq.heappush(ready, (key[j], j))
-    return order
-
-
 def window_of(c: Compiled, config: SolveConfig) -> tuple[set[int] | None, str]:
     """The actions the exact model decides, or None for all of them.
 
-    ``config.window = N`` keeps the first N actions of :func:`urgency_order`.
+    ``config.window = N`` keeps the first N actions of ``Compiled.priority_order``.
     Without it, an automatic window applies when the model would hold more than
     ``OPTIONS_PER_SECOND * config.time_limit_s`` options: the longest prefix of
     the urgency order within that many options (at least one action).
     """
-    order = urgency_order(c)
+    order = c.priority_order()
     budget = OPTIONS_PER_SECOND * config.time_limit_s
     if config.window is not None:
         if config.window >= c.num_actions:

@@ -87,35 +87,20 @@ class ListScheduler:
     # ------------------------------------------------------------------ phase 1
 
     def place_all(self) -> list[int]:
+        """Place every action in priority order; return those that miss their deadline."""
         c = self.c
-        n = c.num_actions
-        succ: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-        waiting = [len(p) for p in c.preds]
-        for j, preds in enumerate(c.preds):
-            for i, lag in preds:
-                succ[i].append((j, lag))
-        earliest = c.release.astype(np.int64).copy()
-        priority = [c.min_duration(i) / c.weight[i] for i in range(n)]
-        ready = [(priority[i], i) for i in range(n) if not waiting[i]]
-        heapq.heapify(ready)
+        ends = [0] * c.num_actions
         missed = []
-        while ready:
-            _, i = heapq.heappop(ready)
-            k, start = self._best(i, int(earliest[i]))
+        for i in c.priority_order():
+            release = max([int(c.release[i])] + [ends[p] + lag for p, lag in c.preds[i]])
+            k, start = self._best(i, release)
             if k is None:
                 missed.append(i)
-                k, start = self._best(i, int(earliest[i]), ignore_deadline=True)
+                k, start = self._best(i, release, ignore_deadline=True)
                 if k is None:
                     raise _Stuck(f"greedy found no placement for {c.action_ids[i]}: the GPUs that could host "
                                  "its model are full of the models it placed before")
-            end = start + self._commit(i, k, start).duration
-            for j, lag in succ[i]:
-                earliest[j] = max(earliest[j], end + lag)
-                waiting[j] -= 1
-                if not waiting[j]:
-                    heapq.heappush(ready, (priority[j], j))
-        if any(waiting):
-            raise ValueError("precedence cycle")  # validated away; kept as an invariant
+            ends[i] = start + self._commit(i, k, start).duration
         return missed
 
     def earliest_completion(self, i: int, release: int) -> int | None:

@@ -80,7 +80,7 @@ def start_windows(c: Compiled, horizon: int) -> list[list[tuple[int, int]]]:
     the option end by the deadline and the horizon.
     """
     head = c.release.astype(np.int64).copy()
-    for j in _topological(c):
+    for j in c.priority_order():
         for i, lag in c.preds[j]:
             head[j] = max(head[j], head[i] + c.min_duration(i) + lag)
     residency = c.instance.constraints.model_residency
@@ -95,23 +95,6 @@ def start_windows(c: Compiled, horizon: int) -> list[list[tuple[int, int]]]:
             rows.append((lo, end - o.duration))
         out.append(rows)
     return out
-
-
-def _topological(c: Compiled) -> list[int]:
-    """Actions with every predecessor first (precedence is validated acyclic)."""
-    order: list[int] = []
-    seen: set[int] = set()
-    for root in range(c.num_actions):
-        stack = [(root, False)]
-        while stack:
-            i, expanded = stack.pop()
-            if expanded:
-                order.append(i)
-            elif i not in seen:
-                seen.add(i)
-                stack.append((i, True))
-                stack.extend((p, False) for p, _ in c.preds[i] if p not in seen)
-    return order
 
 
 # ----------------------------------------------------------------------------- resources
