@@ -56,6 +56,21 @@ def test_state_persists_across_actions_and_close_removes_it(boxes):
     assert not boxes.close("traj")
 
 
+def test_concurrent_code_actions_of_one_trajectory_keep_their_own_program(boxes):
+    results = {}
+
+    def run(k: int) -> None:
+        results[k] = boxes.run("traj", Command(code=f"import time; time.sleep(0.2); print({k})"), cores=[0])
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {k: r.stdout.strip() for k, r in results.items()} == {0: "0", 1: "1", 2: "2"}
+    assert not list(boxes.path("traj").glob("_run_*.py"))  # each program is removed after its run
+
+
 def test_cores_are_pinned_as_granted(boxes):
     core = sorted(os.sched_getaffinity(0))[-1]
     r = boxes.run("traj", Command(code="import os; print(sorted(os.sched_getaffinity(0)))"), cores=[core])

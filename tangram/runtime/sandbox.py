@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -69,7 +70,7 @@ class Command(Frozen):
     """What a CPU action runs: an argv, or Python source run by the sandbox's interpreter."""
 
     argv: tuple[str, ...] = ()
-    code: str | None = Field(default=None, description="Python source; written to main.py and run.")
+    code: str | None = Field(default=None, description="Python source; written to a file of its own and run.")
     files: dict[str, str] = Field(default_factory=dict, description="Relative path -> text written first.")
     stdin: str = ""
     env: dict[str, str] = Field(default_factory=dict, description="Added to the scrubbed environment.")
@@ -267,13 +268,19 @@ class Sandboxes:
             target.write_text(text)
             self._own(sandbox_id, target)
         argv = list(command.argv)
-        if command.code is not None:
-            (workdir / "main.py").write_text(command.code)
-            self._own(sandbox_id, workdir / "main.py")
-            argv = [interpreter(), "main.py", *argv]
+        script = None
+        if command.code is not None:  # one file per run: actions of a trajectory may run at once
+            script = workdir / f"_run_{uuid.uuid4().hex}.py"
+            script.write_text(command.code)
+            self._own(sandbox_id, script)
+            argv = [interpreter(), script.name, *argv]
         if not argv:
             raise ValueError("command: give argv or code")
-        return self._spawn(sandbox_id, workdir, argv, command, limits, tuple(sorted(cores)), queued_at, key)
+        try:
+            return self._spawn(sandbox_id, workdir, argv, command, limits, tuple(sorted(cores)), queued_at, key)
+        finally:
+            if script is not None:
+                script.unlink(missing_ok=True)
 
     def kill(self, key: str) -> bool:
         """Kill a running action's process group; it then ends as ``killed``. False if not running."""
