@@ -25,7 +25,7 @@ system:
 setup: $(STAMP) system
 
 run: setup
-	$(BIN)/tangram examples --solver cpsat --time-limit 2
+	$(BIN)/tangram demo
 
 test: setup
 	$(BIN)/python -m pytest -q

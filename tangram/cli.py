@@ -1,4 +1,4 @@
-"""The ``tangram`` command line: solve, check, inspect, import, schema and benchmarks."""
+"""The ``tangram`` command line: solve and inspect instances, simulate and compare policies, run the service."""
 
 from __future__ import annotations
 

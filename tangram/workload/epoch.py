@@ -18,7 +18,18 @@ from __future__ import annotations
 import numpy as np
 
 from tangram.model.instance import (
-    Action, ApiQuota, CpuNode, Elastic, Gpu, Instance, Link, Mode, Parallelism, RewardModel, Running, Sandbox,
+    Action,
+    ApiQuota,
+    CpuNode,
+    Elastic,
+    Gpu,
+    Instance,
+    Link,
+    Mode,
+    Parallelism,
+    RewardModel,
+    Running,
+    Sandbox,
 )
 from tangram.workload import traces
 
