@@ -9,13 +9,15 @@ class Profile:
     """Usage of one cumulative resource over time, against a fixed capacity.
 
     ``times[k]`` starts a segment of usage ``usage[k]`` that lasts until
-    ``times[k + 1]`` (the last one forever).
+    ``times[k + 1]`` (the last one forever). Before ``full_until`` the resource is
+    saturated, so searches start there: a queue on one resource stays linear.
     """
 
-    __slots__ = ("capacity", "times", "usage")
+    __slots__ = ("capacity", "full_until", "times", "usage")
 
     def __init__(self, capacity: float) -> None:
         self.capacity = capacity
+        self.full_until = 0  # a breakpoint; usage >= capacity on [0, full_until)
         self.times: list[int] = [0]
         self.usage: list[float] = [0.0]
 
@@ -26,6 +28,7 @@ class Profile:
         if demand > self.capacity + 1e-9:
             raise ValueError("demand exceeds capacity")
         times, usage, cap = self.times, self.usage, self.capacity + 1e-9
+        start = max(start, self.full_until)
         k = bisect_right(times, start) - 1
         s, n = start, len(times)
         while k < n:
@@ -51,6 +54,13 @@ class Profile:
         a, b = self._split(start), self._split(end)
         for k in range(a, b):
             self.usage[k] += demand
+        if demand < 0:
+            self.full_until = min(self.full_until, start)
+        elif start <= self.full_until:
+            k = bisect_right(self.times, self.full_until) - 1
+            while k + 1 < len(self.times) and self.usage[k] >= self.capacity - 1e-9:
+                k += 1
+            self.full_until = self.times[k]
 
     def _split(self, t: int) -> int:
         k = bisect_right(self.times, t) - 1
