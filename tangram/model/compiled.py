@@ -79,18 +79,13 @@ class Busy:
 
 
 def expand_modes(action: Action, instance_models: dict) -> tuple[Mode, ...]:
-    """The modes of an action, from whichever source it declares.
-
-    Generated modes skip re-validation: every input was validated with the action.
-    """
+    """The modes of an action, from whichever source it declares."""
     if action.elastic is not None:
         e = action.elastic
-        return tuple(Mode.model_construct(duration_s=e.duration(c), cores=c, memory_gb=e.memory_gb, gpus=0,
-                                          gpu_type=None, quota=None, renewable={}) for c in e.cores)
+        return tuple(Mode(duration_s=e.duration(c), cores=c, memory_gb=e.memory_gb) for c in e.cores)
     if action.work_s is not None:
         model = instance_models[action.model]
-        return tuple(Mode.model_construct(duration_s=action.work_s / p.speedup, cores=0, memory_gb=0.0, gpus=p.gpus,
-                                          gpu_type=None, quota=None, renewable={}) for p in model.parallelism)
+        return tuple(Mode(duration_s=action.work_s / p.speedup, gpus=p.gpus) for p in model.parallelism)
     if action.quota is not None:
         return tuple(m if m.quota else m.model_copy(update={"quota": action.quota}) for m in action.modes)
     return action.modes
@@ -417,17 +412,15 @@ class Compiled:
     # ------------------------------------------------------------------ results
 
     def assignment(self, i: int, option: Option, start: int) -> Assignment:
-        """Map one decision back to ids and seconds (built without re-validation: every
-        id comes from the validated instance)."""
-        placement = Placement.model_construct(
+        """Map one decision back to ids and seconds."""
+        placement = Placement(
             node=self.node_ids[option.node] if option.node != NONE else None,
             cores=option.cores,
             gpus=tuple(self.gpu_ids[g] for g in option.gpus),
             quota=self.quota_ids[option.quota] if option.quota != NONE else None,
         )
-        return Assignment.model_construct(action=self.action_ids[i], start_s=self.seconds_at(start),
-                                          end_s=self.seconds_at(start + option.duration), mode=option.mode,
-                                          placement=placement)
+        return Assignment(action=self.action_ids[i], start_s=self.seconds_at(start),
+                          end_s=self.seconds_at(start + option.duration), mode=option.mode, placement=placement)
 
 
 def compile_instance(instance: Instance, tick_s: float = 0.01) -> Compiled:

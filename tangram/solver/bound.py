@@ -21,6 +21,7 @@ compiled at ``tick_s``, like every backend's bound.
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 
 import numpy as np
@@ -129,34 +130,35 @@ def _fluid(c: Compiled, key: tuple, members: list[int], starts: list[int]) -> fl
     energy = {i: _energy(c, key, i) for i in members}
     release = dict(zip(members, starts, strict=True))
     remaining = dict(energy)
-    moment = defaultdict(float)  # Σ energy x midpoint per job
-    pending = sorted(members, key=lambda i: release[i])
-    available: list[int] = []
-    t, k = 0.0, 0
+    moment: dict[int, float] = defaultdict(float)  # Σ energy x midpoint per job
+    arrivals = sorted(members, key=lambda i: release[i])
     events = sorted(set(cap_times) | set(release.values()))
-    while pending or available:
-        while pending and release[pending[0]] <= t:
-            available.append(pending.pop(0))
+    available: list[tuple[float, int]] = []  # (-w/e, job): the largest ratio on top
+    t, k, a, e = 0.0, 0, 0, 0
+    while a < len(arrivals) or available:
+        while a < len(arrivals) and release[arrivals[a]] <= t:
+            j = arrivals[a]
+            heapq.heappush(available, (-c.weight[j] / energy[j] if energy[j] > 0 else -np.inf, j))
+            a += 1
         if not available:
-            t = float(release[pending[0]])
+            t = float(release[arrivals[a]])
             continue
-        available.sort(key=lambda i: -c.weight[i] / energy[i] if energy[i] > 0 else -np.inf)
         while k + 1 < len(cap_times) and cap_times[k + 1] <= t:
             k += 1
+        while e < len(events) and events[e] <= t:
+            e += 1
+        horizon = events[e] if e < len(events) else np.inf
         level = cap_levels[k]
-        later = [e for e in events if e > t]
-        horizon = later[0] if later else np.inf
         if level <= 0:
             t = horizon
             continue
-        j = available[0]
-        span = remaining[j] / level
-        stop = min(t + span, horizon)
+        j = available[0][1]
+        stop = min(t + remaining[j] / level, horizon)
         done = (stop - t) * level
         moment[j] += done * (t + stop) / 2
         remaining[j] -= done
         if remaining[j] <= 1e-9 * max(1.0, energy[j]):
-            available.pop(0)
+            heapq.heappop(available)
         t = stop
     total = 0.0
     for i in members:

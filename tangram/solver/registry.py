@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tangram.model.check import evaluate, hosting, metrics
 from tangram.model.compiled import Compiled, compile_instance
-from tangram.model.instance import SCHEMA_VERSION, Instance
+from tangram.model.instance import Instance
 from tangram.model.schedule import Assignment, Attempt, Result, SolveStatus
 from tangram.solver.base import Backend, Outcome, Plan
 from tangram.solver.bound import lower_bound
@@ -123,7 +123,7 @@ def _result(compiled: Compiled, chosen: _Tried | None, bound, verdict, attempts,
     if status == SolveStatus.OPTIMAL and bound is None:
         bound = objective
     host = {g: tuple(sorted(ms)) for g, ms in sorted(hosting(inst, chosen.schedule).items())}
-    return Result.model_construct(  # every part is already validated; skip re-validating thousands of rows
-        schema_version=SCHEMA_VERSION, instance=inst.name, status=status, solver=chosen.name, objective=objective,
+    return Result(
+        instance=inst.name, status=status, solver=chosen.name, objective=objective,
         bound=bound, runtime_s=runtime_s, attempts=tuple(attempts), schedule=tuple(chosen.schedule), hosting=host,
         metrics=metrics(inst, chosen.schedule))
