@@ -284,7 +284,7 @@ class TaskIsolatedPolicy(SharedFifoPolicy):
         super().complete(action_id, outcome)
 
 
-# --------------------------------------------------------------------------- shared helpers
+# --------------------------------------------------------------------------- common to both policies
 
 
 def _on_blocks(policy: SharedFifoPolicy, a: Action, now: float, blocks) -> Assignment | None:
