@@ -16,7 +16,7 @@ Policies (same fleet, same Ray, same workload, same HTTP path)
 -------------------------------------------------------------
 ``tangram``: the controller; sandboxes hold memory only, cores are granted per action.
 
-``trajectory-bound``: :class:`~tangram.runtime.bound.TrajectoryBoundPolicy`. A
+``trajectory-bound``: :class:`~tangram.runtime.sim.baselines.TrajectoryBoundPolicy`. A
 trajectory binds ``cores_per_trajectory`` cores from open to close; the driver's
 semaphore admits ``sum(cores) // cores_per_trajectory`` trajectories, its best
 setting: one core per trajectory because every test program is single-threaded
@@ -223,7 +223,7 @@ def plot_report(runs: dict[str, dict[str, Any]], out: Path) -> list[Path]:
 def run_policy(policy: str, work: list[Problem], thinks: np.ndarray, out: Path, solver: str = "greedy",
                cores: int | None = None) -> dict[str, Any]:
     """Start a service with ``policy`` on the (shared) embedded Ray, drive the workload, stop it."""
-    from tangram.runtime.bound import TrajectoryBoundPolicy
+    from tangram.runtime.sim.baselines import TrajectoryBoundPolicy
     from tangram.service.config import default_config
     from tangram.service.server import Service
 
@@ -239,7 +239,7 @@ def run_policy(policy: str, work: list[Problem], thinks: np.ndarray, out: Path, 
     try:
         url = service.start_http([TOKEN])
         bound = policy == "trajectory-bound"
-        limit = TrajectoryBoundPolicy.max_trajectories(service.fleet, config.cores_per_trajectory) if bound else None
+        limit = TrajectoryBoundPolicy.bindable(service.fleet, config.cores_per_trajectory) if bound else None
         logs, records, start, end = asyncio.run(_drive(url, work, thinks, limit, policy))
         health = service.runner.status()
     finally:

@@ -15,9 +15,8 @@ import pytest
 
 from tangram.model.instance import Action, CpuNode, Gpu, RewardModel
 from tangram.model.schedule import Assignment
-from tangram.runtime.bound import TrajectoryBoundPolicy
 from tangram.runtime.controller import Fleet, Job, WallClock
-from tangram.runtime.estimator import Estimate, EstimateKey
+from tangram.runtime.sim.baselines import TrajectoryBoundPolicy, replicas_of
 
 TOKEN = "s3cret"
 
@@ -224,23 +223,26 @@ class Launches:
 
 
 def test_trajectory_bound_binds_cores_for_life_and_dedicates_replicas():
-    fleet = Fleet(nodes=(CpuNode(id="n0", cores=2), CpuNode(id="n1", cores=1)),
+    fleet = Fleet(nodes=(CpuNode(id="n0", cores=2, memory_gb=8), CpuNode(id="n1", cores=1, memory_gb=8)),
                   gpus=tuple(Gpu(id=f"g{k}", type="L40", memory_gb=48, machine="m") for k in range(4)),
                   models=(RewardModel(id="rm", memory_gb=10, load_s=0),))
     ex = Launches()
-    p = TrajectoryBoundPolicy(fleet, ex, WallClock(), cores_per_trajectory=1, replicas={"a": ("g2", "g3")})
-    assert TrajectoryBoundPolicy.max_trajectories(fleet, 1) == 3
-    nodes = [p.open_trajectory(t).node for t in ("t1", "t2", "t3")]
-    assert sorted(nodes) == ["n0", "n0", "n1"]
-    with pytest.raises(ValueError, match="unbound cores"):
-        p.open_trajectory("t4")
-    p.close_trajectory("t3")
-    assert p.open_trajectory("t4").node == "n1"
+    p = TrajectoryBoundPolicy(fleet, ex, WallClock(), cores=1, replicas=replicas_of(fleet, {"a": ("g2", "g3")}))
+    assert TrajectoryBoundPolicy.bindable(fleet, 1) == 3
+    for t in ("t1", "t2", "t3", "t4"):
+        p.open_trajectory(t, memory_gb=0.5)
+    assert len(p.admitted) == 3 and p.waiting == ["t4"]  # every core is bound: t4 waits for admission
+    p.submit(Action(id="c", kind="cpu", trajectory="t4", modes=({"duration_s": 1, "cores": 1},)))
     for k in range(3):
         p.submit(Action(id=f"s{k}", kind="gpu", model="rm", task="a", work_s=1))
-    p.submit(Action(id="c", kind="cpu", trajectory="t4", modes=({"duration_s": 1, "cores": 1},)))
+    p.submit(Action(id="other", kind="gpu", model="rm", task="b", work_s=1))
     p.epoch(0.0)
     placed = {a: asg.placement for a, asg in ex.launched}
+    assert "c" not in placed  # its trajectory holds no cores yet
     assert {placed["s0"].gpus, placed["s1"].gpus} == {("g2",), ("g3",)} and "s2" not in placed  # replicas busy
-    assert placed["c"].node == "n1"
-    assert Estimate and EstimateKey  # the policy builds its own jobs
+    assert placed["other"].gpus[0] in ("g0", "g1")  # a task without replicas uses any GPU
+    node = p.sandboxes["t4"].node
+    p.close_trajectory(next(t for t in p.admitted if p.sandboxes[t].node == node))
+    assert "t4" in p.admitted
+    p.epoch(0.1)
+    assert dict((a, asg.placement) for a, asg in ex.launched)["c"].node == node

@@ -16,9 +16,9 @@ from pathlib import Path
 import ray
 import uvicorn
 
-from tangram.runtime.bound import TrajectoryBoundPolicy
 from tangram.runtime.controller import Controller, Fleet
 from tangram.runtime.ray import RayExecutor, create_pools, discover, join, start_local
+from tangram.runtime.sim.baselines import TrajectoryBoundPolicy, replicas_of
 from tangram.service.app import create_app
 from tangram.service.config import ServiceConfig, default_config
 from tangram.service.runner import Runner
@@ -29,8 +29,9 @@ log = logging.getLogger(__name__)
 def policy_factory(config: ServiceConfig, fleet: Fleet):
     """The policy the config names, as a :data:`~tangram.runtime.controller.PolicyFactory`."""
     if config.policy == "trajectory-bound":
-        return TrajectoryBoundPolicy.factory(config.cores_per_trajectory, config.replicas,
-                                             config.controller.min_epoch_interval_s)
+        return TrajectoryBoundPolicy.factory(cores=config.cores_per_trajectory,
+                                             replicas=replicas_of(fleet, config.replicas),
+                                             min_epoch_interval_s=config.controller.min_epoch_interval_s)
     return lambda fl, ex, clock, journal: Controller(fl, ex, clock, config.controller, journal=journal)
 
 

@@ -140,12 +140,17 @@ class TrajectoryBoundPolicy(SharedFifoPolicy):
         is admitted (first come, first fitting) when its node has ``cores``
         unreserved cores; its actions wait until then.
     replicas
-        (task, model) -> dedicated GPU blocks (see :func:`partition_gpus`).
+        (task, model) -> dedicated GPU blocks (see :func:`partition_gpus`); a
+        (task, model) without replicas runs first come first served on any GPU.
+    min_epoch_interval_s
+        Least time between two placements, as for the live runtime's epochs.
     """
 
     def __init__(self, fleet, executor, clock, journal=None, cores: int = 1, max_trajectories: int = 1 << 30,
-                 replicas: Mapping[GpuKey, list[tuple[str, ...]]] | None = None) -> None:
-        super().__init__(fleet, executor, clock, journal, cores=cores, gpus=1)
+                 replicas: Mapping[GpuKey, list[tuple[str, ...]]] | None = None,
+                 min_epoch_interval_s: float = 0.0) -> None:
+        super().__init__(fleet, executor, clock, journal, cores=cores, gpus=1,
+                         min_epoch_interval_s=min_epoch_interval_s)
         self.cores, self.max_trajectories = cores, max_trajectories
         self.replicas = {k: list(v) for k, v in (replicas or {}).items()}
         self.unreserved = {n.id: n.cores for n in fleet.nodes}
@@ -159,9 +164,15 @@ class TrajectoryBoundPolicy(SharedFifoPolicy):
 
     @classmethod
     def factory(cls, cores: int = 1, max_trajectories: int = 1 << 30,
-                replicas: Mapping[GpuKey, list[tuple[str, ...]]] | None = None):
+                replicas: Mapping[GpuKey, list[tuple[str, ...]]] | None = None, min_epoch_interval_s: float = 0.0):
+        """A :data:`~tangram.runtime.controller.PolicyFactory`."""
         return lambda fleet, executor, clock, journal: cls(fleet, executor, clock, journal, cores,
-                                                           max_trajectories, replicas)
+                                                           max_trajectories, replicas, min_epoch_interval_s)
+
+    @staticmethod
+    def bindable(fleet: Fleet, cores: int) -> int:
+        """How many trajectories the nodes can bind at once: the semaphore under which none waits."""
+        return sum(n.cores // cores for n in fleet.nodes)
 
     def open_trajectory(self, trajectory_id: str, memory_gb: float = 0.0) -> Sandbox | None:
         """Place the sandbox and queue the trajectory for admission.
@@ -212,9 +223,24 @@ class TrajectoryBoundPolicy(SharedFifoPolicy):
                                                        or self.sandboxes[a.trajectory].memory_gb > 0):
                 return None  # waits for its sandbox's cores
             return super()._place(a, now)  # fixed degree on its sandbox's node, within the held cores
-        if a.kind == "gpu":
-            return _on_blocks(self, a, now, self.replicas.get((a.task, a.model), ()))
+        if a.kind == "gpu" and (a.task, a.model) in self.replicas:
+            return _on_blocks(self, a, now, self.replicas[(a.task, a.model)])
         return super()._place(a, now)
+
+
+def replicas_of(fleet: Fleet, gpus_of_task: Mapping[str, tuple[str, ...]]) -> dict[GpuKey, list[tuple[str, ...]]]:
+    """Dedicated replicas from a task -> GPUs table: every model of the fleet gets, on
+    each task's GPUs, the aligned blocks of its smallest degree that fit it."""
+    models, gpus = fleet.models, {g.id: g for g in fleet.gpus}
+    topo = Topology(fleet.instance())
+    out: dict[GpuKey, list[tuple[str, ...]]] = {}
+    for task, mine in gpus_of_task.items():
+        for m in models:
+            degree = min(p.gpus for p in m.parallelism)
+            out[(task, m.id)] = [b for b in topo.gpu_blocks(degree) if set(b) <= set(mine)
+                                 and all(gpus[g].memory_gb >= m.memory_gb and
+                                         (not m.gpu_types or gpus[g].type in m.gpu_types) for g in b)]
+    return out
 
 
 # --------------------------------------------------------------------------- task-isolated
