@@ -259,7 +259,14 @@ def run_demo(mbpp: int = 60, humaneval: int = 20, solver: str = "greedy", seed: 
     thinks = think_times(2 * len(work), seed).reshape(len(work), 2)
     print(f"workload: {len(work)} trajectories ({mbpp} MBPP, {humaneval} HumanEval), {3 * len(work)} actions "
           f"per policy; think time mean {thinks.mean():.2f} s")
-    runs = {p: run_policy(p, work, thinks, out, solver, cores) for p in policies}
+    import ray
+
+    owns_ray = not ray.is_initialized()  # the policies share one embedded Ray; stop it if we started it
+    try:
+        runs = {p: run_policy(p, work, thinks, out, solver, cores) for p in policies}
+    finally:
+        if owns_ray:
+            ray.shutdown()
     rows = []
     for name, run in runs.items():
         s = run["summary"]
@@ -292,5 +299,6 @@ def run_demo(mbpp: int = 60, humaneval: int = 20, solver: str = "greedy", seed: 
         s = run["summary"]
         print(f"{name}: {s['actions']} actions submitted, {s['ok']} ok, {s['failed']} failed, {s['lost']} lost")
     lost = {n: r["summary"]["lost"] for n, r in runs.items() if r["summary"]["lost"]}
-    assert not lost, f"actions lost: {lost}"
+    if lost:
+        raise RuntimeError(f"actions lost: {lost}")
     return summary
