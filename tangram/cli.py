@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     ps.set_defaults(run=_import_psplib)
 
     sc = sub.add_parser("schema", help="print the JSON Schema of instance files")
-    sc.set_defaults(run=lambda a: print(__import__("tangram.io.files", fromlist=["x"]).instance_schema()))
+    sc.set_defaults(run=_schema)
 
     b = sub.add_parser("bench", help="benchmarks")
     bsub = b.add_subparsers(title="benchmarks")
@@ -203,6 +203,13 @@ def _import_psplib(args) -> int:
         raise InputError(str(exc)) from None
     write_model(instance, args.output)
     print(f"{args.file} -> {args.output}: {len(instance.actions)} jobs, {len(instance.renewables)} resources")
+    return 0
+
+
+def _schema(args) -> int:
+    from tangram.io.files import instance_schema
+
+    print(instance_schema())
     return 0
 
 
