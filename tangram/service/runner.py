@@ -12,7 +12,9 @@ Epochs
 ------
 An epoch is due at the earliest of: the first arrival or completion since the
 last epoch, the plan's next planned start (``EpochReport.next_s``) and the
-periodic tick; never sooner than ``min_epoch_interval_s`` after the last one.
+periodic tick; never sooner than ``min_epoch_interval_s`` after the last one when
+that one left actions pending (the interval batches arrivals under a backlog; a
+service that keeps up plans each arrival at once).
 The *epoch lag* is how late an epoch started after it was due: the loop falls
 behind when it grows.
 
@@ -128,6 +130,7 @@ class Runner:
         self._trigger_at: float | None = None
         self._next_s: float | None = None
         self._last_epoch = time.time()
+        self._busy = False  # whether the last epoch left a backlog: only then is the minimum interval kept
         self._stop = threading.Event()
         with self.lock:
             self.resumed = self._recover(events)
@@ -307,7 +310,7 @@ class Runner:
     def _due(self) -> float:
         times = [self._last_epoch + self.tick_s]
         times += [t for t in (self._trigger_at, self._next_s) if t is not None]
-        return max(min(times), self._last_epoch + self.policy.min_epoch_interval_s)
+        return max(min(times), self._last_epoch + (self.policy.min_epoch_interval_s if self._busy else 0.0))
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -328,6 +331,7 @@ class Runner:
                 report = None
             end = time.time()
             self._last_epoch, self._next_s = start, report.next_s if report is not None else None
+            self._busy = report is None or report.pending > 0
             self._observe(start - due, end - start)
 
     def _observe(self, lag_s: float, epoch_s: float) -> None:
