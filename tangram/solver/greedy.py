@@ -3,11 +3,15 @@
 1. Order actions weighted-shortest-first (smallest shortest-duration / weight),
    releasing an action only once its predecessors are placed.
 2. Place each on the option with the earliest completion: CPU actions in their
-   fewest-core mode (so queued work is not starved), every GPU degree and every
-   aligned GPU block, ties to the resident model, then to fewer GPUs.
+   fewest-core mode (so queued work is not starved); GPU actions over every
+   aligned block of their fewest-GPU mode, and of larger modes only on GPUs that
+   already host their model in this plan (claiming fresh GPUs for one action's
+   speed would lock other models out of them); ties to the resident model.
 3. Water-fill: give leftover cores to placed actions with the largest weighted
    marginal speedup, as long as the extra cores are free for the whole
-   (shorter) run. A shorter run only frees time, so this never delays others.
+   (shorter) run; then grow GPU actions into the larger aligned block around
+   their GPUs where the rest of it has nothing planned. A shorter run only frees
+   time, so this never delays others.
 
 Cores, memory, quotas, rates and renewables are step-function profiles
 (backfilling allowed); GPUs are filled in list order, tracked by their free time.
@@ -73,6 +77,11 @@ class ListScheduler:
         self.residency = residency
         self.used = np.zeros((len(c.model_ids), len(c.gpu_ids)), dtype=bool)
         self.gpu_mem_used = np.zeros(len(c.gpu_ids))
+        # Unplaced GPU actions per model: claiming GPUs must leave each of these models some room.
+        self.unplaced = np.zeros(len(c.model_ids), dtype=np.int64)
+        for a in c.instance.actions:
+            if a.kind == "gpu":
+                self.unplaced[c.model_of[a.model]] += 1
         for b in c.busy:
             self._occupy(b, 0, b.end)
             if b.gpus:
@@ -101,6 +110,8 @@ class ListScheduler:
                     raise _Stuck(f"greedy found no placement for {c.action_ids[i]}: the GPUs that could host "
                                  "its model are full of the models it placed before")
             ends[i] = start + self._commit(i, k, start).duration
+            if c.instance.actions[i].kind == "gpu":
+                self.unplaced[c.model_of[c.instance.actions[i].model]] -= 1
         return missed
 
     def earliest_completion(self, i: int, release: int) -> int | None:
@@ -114,10 +125,14 @@ class ListScheduler:
         groups = self.c.groups(i)
         deadline = NONE if ignore_deadline else int(self.c.deadline[i])
         min_cores = min((g.cores for g in groups if g.cores), default=0)
+        min_gpus = min((g.blocks.shape[1] for g in groups if g.blocks is not None and len(g.blocks)), default=0)
         best, best_key = (None, 0), None
         for g in groups:
             if g.blocks is not None:
-                found = self._best_gpu(g, release)
+                # More GPUs than the fewest only where the model is already hosted in this plan:
+                # claiming fresh GPUs for one action's speed would lock other models out of them.
+                found = self._best_gpu(g, release, claim=all_modes or g.blocks.shape[1] == min_gpus,
+                                       guard=not all_modes)
             elif g.cores and g.cores != min_cores and not all_modes:
                 continue  # phase 1 uses the fewest cores; water-filling adds more
             else:
@@ -164,11 +179,14 @@ class ListScheduler:
         for r, units in o.renewable:
             yield self.renewable[r], o.duration, units
 
-    def _best_gpu(self, g: OptionGroup, release: int):
+    def _best_gpu(self, g: OptionGroup, release: int, claim: bool = True, guard: bool = True):
         """Earliest completion over the aligned blocks of one GPU mode (vectorised).
 
         Per GPU first (when it is free, when the model would be loaded on it, whether
-        the model fits its memory), then one reduction per block.
+        the model fits its memory), then one reduction per block. Without ``claim``,
+        only GPUs that already host the model in this plan are eligible; with
+        ``guard``, a block is skipped when hosting the model there would leave another
+        model with actions to place no room at all.
         """
         c, blocks = self.c, g.blocks
         if not len(blocks):
@@ -178,17 +196,46 @@ class ListScheduler:
             used = self.used[g.model]
             needs_load = ~(used | c.resident[g.model])
             ready = np.where(needs_load, np.maximum(ready, c.model_load[g.model]), ready)
-            blocked = ~(used | (self.gpu_mem_used + c.model_memory[g.model] <= c.gpu_memory + 1e-9))
+            blocked = ~used if not claim else ~(used | (self.gpu_mem_used + c.model_memory[g.model] <= c.gpu_memory + 1e-9))
             ready = np.where(blocked, _NEVER, ready)
         start = np.maximum(ready[blocks].max(axis=1), release)
         end = np.where(start == _NEVER, _NEVER, start + g.durations)
         if self.residency and g.model != NONE and self.config.residency_aware:
-            b = int(np.lexsort((needs_load[blocks].any(axis=1), end))[0])  # tie-break: resident model first
+            order = np.lexsort((needs_load[blocks].any(axis=1), end))  # tie-break: resident model first
         else:
-            b = int(np.argmin(end))
-        if end[b] == _NEVER:
-            return None
-        return b, int(start[b]), (int(end[b]), 0, blocks.shape[1])
+            order = np.argsort(end, kind="stable")
+        for b in (int(b) for b in order):
+            if end[b] == _NEVER:
+                return None
+            if not (claim and guard and self.residency and g.model != NONE) or self._leaves_room(g.model, blocks[b]):
+                return b, int(start[b]), (int(end[b]), 0, blocks.shape[1])
+        return None
+
+    def _leaves_room(self, model: int, block: np.ndarray) -> bool:
+        """Whether every other model with actions still to place keeps a block of its
+        smallest degree that could host it, once ``model`` is hosted on ``block``."""
+        c = self.c
+        fresh = [int(x) for x in block if not self.used[model, x]]
+        if not fresh:
+            return True
+        memory = self.gpu_mem_used.copy()
+        memory[fresh] += c.model_memory[model]
+        for other in np.flatnonzero(self.unplaced):
+            if other == model:
+                continue
+            room = self.used[other] | (memory + c.model_memory[other] <= c.gpu_memory + 1e-9)
+            blocks = self._room_blocks(int(other))
+            if len(blocks) and not room[blocks].all(axis=1).any():
+                return False
+        return True
+
+    def _room_blocks(self, model: int) -> np.ndarray:
+        """The blocks of a model's smallest degree on GPUs that can hold it at all."""
+        cache = self.__dict__.setdefault("_rooms", {})
+        if model not in cache:
+            degree = min(p.gpus for p in self.c.instance.models[model].parallelism)
+            cache[model] = self.c.resources.eligible_blocks(degree, None, model)
+        return cache[model]
 
     def _commit(self, i: int, k: int, start: int) -> Option:
         o = self.c.option(i, k)
@@ -222,6 +269,11 @@ class ListScheduler:
     # ------------------------------------------------------------------ phase 3
 
     def water_fill(self) -> None:
+        """Give leftover cores and GPUs to placed actions (see the module docstring)."""
+        self._fill_cores()
+        self._fill_gpus()
+
+    def _fill_cores(self) -> None:
         """Upgrade placed CPU actions to more cores while the cores are free."""
         c = self.c
         heap = []
@@ -245,6 +297,46 @@ class ListScheduler:
             step = self._next_upgrade(i)
             if step:
                 heapq.heappush(heap, step)
+
+    def _fill_gpus(self) -> None:
+        """Grow placed GPU actions into the aligned block around their GPUs when the
+        rest of it is idle from their start on (nothing else is planned there), the
+        model fits those GPUs and any load is done by then. A shorter run only frees
+        time, and GPUs with nothing planned lock no other model out of this plan."""
+        c = self.c
+        for i in sorted(range(c.num_actions), key=lambda i: self.choice[i][1]):
+            old, start = self.chosen[i], self.choice[i][1]
+            if not old.gpus:
+                continue
+            for g in sorted((g for g in c.groups(i) if g.blocks is not None and g.blocks.shape[1] > len(old.gpus)),
+                            key=lambda g: -g.blocks.shape[1]):
+                k = self._grown_block(g, set(old.gpus), start)
+                if k is not None and g.durations[k] < old.duration:
+                    new = g.option(k)
+                    extra = [x for x in new.gpus if x not in old.gpus]
+                    self.gpu_free[extra] = start + new.duration
+                    if self.residency and new.model != NONE:
+                        self._host(new.model, extra)
+                    self.choice[i], self.chosen[i] = (g.offset + k, start), new
+                    self.upgrades += 1
+                    break
+
+    def _grown_block(self, g: OptionGroup, current: set[int], start: int) -> int | None:
+        """The block of ``g`` that contains ``current`` and whose other GPUs can join at ``start``."""
+        c = self.c
+        for k, block in enumerate(g.blocks):
+            if not current <= set(block.tolist()):
+                continue
+            for x in (int(x) for x in block if x not in current):
+                if self.gpu_free[x] > start:
+                    return None
+                if self.residency and g.model != NONE and not self.used[g.model, x]:
+                    if self.gpu_mem_used[x] + c.model_memory[g.model] > c.gpu_memory[x] + 1e-9:
+                        return None
+                    if not c.resident[g.model, x] and start < c.model_load[g.model]:
+                        return None
+            return k
+        return None
 
     def _next_upgrade(self, i: int):
         """The next larger core count on the same node, keyed by -(weighted gain per core)."""
