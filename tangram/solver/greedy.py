@@ -4,9 +4,11 @@
    releasing an action only once its predecessors are placed.
 2. Place each on the option with the earliest completion: CPU actions in their
    fewest-core mode (so queued work is not starved); GPU actions over every
-   aligned block of their fewest-GPU mode, and of larger modes only on GPUs that
-   already host their model in this plan (claiming fresh GPUs for one action's
-   speed would lock other models out of them); ties to the resident model.
+   aligned block of every degree, except that while other models have actions
+   to place, larger degrees only use GPUs that already host the model in this
+   plan (fresh GPUs claimed for one action's speed would lock those models out),
+   and no claim may leave another waiting model without room; ties to the
+   resident model.
 3. Water-fill: give leftover cores to placed actions with the largest weighted
    marginal speedup, as long as the extra cores are free for the whole
    (shorter) run; then grow GPU actions into the larger aligned block around
@@ -126,12 +128,13 @@ class ListScheduler:
         deadline = NONE if ignore_deadline else int(self.c.deadline[i])
         min_cores = min((g.cores for g in groups if g.cores), default=0)
         min_gpus = min((g.blocks.shape[1] for g in groups if g.blocks is not None and len(g.blocks)), default=0)
+        contended = min_gpus and self._others_waiting(groups[0].model)
         best, best_key = (None, 0), None
         for g in groups:
             if g.blocks is not None:
-                # More GPUs than the fewest only where the model is already hosted in this plan:
-                # claiming fresh GPUs for one action's speed would lock other models out of them.
-                found = self._best_gpu(g, release, claim=all_modes or g.blocks.shape[1] == min_gpus,
+                # While other models wait, more GPUs than the fewest only where the model is already
+                # hosted in this plan: fresh GPUs claimed for one action's speed lock them out.
+                found = self._best_gpu(g, release, claim=all_modes or not contended or g.blocks.shape[1] == min_gpus,
                                        guard=not all_modes)
             elif g.cores and g.cores != min_cores and not all_modes:
                 continue  # phase 1 uses the fewest cores; water-filling adds more
@@ -210,6 +213,10 @@ class ListScheduler:
             if not (claim and guard and self.residency and g.model != NONE) or self._leaves_room(g.model, blocks[b]):
                 return b, int(start[b]), (int(end[b]), 0, blocks.shape[1])
         return None
+
+    def _others_waiting(self, model: int) -> bool:
+        """Whether GPU actions of another model are still to be placed in this plan."""
+        return model != NONE and bool(self.unplaced.sum() - self.unplaced[model] > 0)
 
     def _leaves_room(self, model: int, block: np.ndarray) -> bool:
         """Whether every other model with actions still to place keeps a block of its
