@@ -21,12 +21,11 @@ from tangram.topology.graph import Topology
 NONE = -1
 
 
-@dataclass(frozen=True, slots=True)
-class Option:
-    """One way to run an action: a mode on a concrete placement."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """What an action holds while it runs, in indices: a node's cores and memory, a
+    GPU block, a quota slot, renewable units, the model its GPUs host."""
 
-    mode: int
-    duration: int  # ticks
     node: int = NONE
     cores: int = 0
     memory_gb: float = 0.0
@@ -34,6 +33,14 @@ class Option:
     quota: int = NONE
     renewable: tuple[tuple[int, int], ...] = ()
     model: int = NONE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Option(Request):
+    """One way to run an action: a mode on a concrete placement."""
+
+    mode: int
+    duration: int  # ticks
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,18 +71,11 @@ class OptionGroup:
         return [self.option(k) for k in range(len(self.durations))]
 
 
-@dataclass(frozen=True, slots=True)
-class Busy:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Busy(Request):
     """Fixed occupancy by a running action, from tick 0 to ``end``."""
 
     end: int
-    node: int = NONE
-    cores: int = 0
-    memory_gb: float = 0.0
-    gpus: tuple[int, ...] = ()
-    quota: int = NONE
-    renewable: tuple[tuple[int, int], ...] = ()
-    model: int = NONE
 
 
 def expand_modes(action: Action, instance_models: dict) -> tuple[Mode, ...]:
